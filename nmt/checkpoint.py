@@ -33,8 +33,12 @@ INFERENCE_KEYS = ("format", "version", "model_config", "train_config", "data", "
 def save(path: Path, payload: dict[str, Any]) -> None:
     """Write a checkpoint atomically: a crash mid-write leaves the previous file intact."""
     payload = {"format": FORMAT, "version": VERSION, **payload}
-    with atomic_write(path) as f:
-        torch.save(payload, f)
+    try:
+        with atomic_write(path) as f:
+            torch.save(payload, f)
+    except OSError as e:  # disk full, read-only folder, quota: the user's to fix, not a bug
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({e.strerror or e}); "
+                              "free disk space or choose a writable --out, then rerun to resume") from e
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -128,7 +128,7 @@ def prepare(
 def train(
     data: Annotated[Path, typer.Option("--data", help="Folder from `nmt prepare`.")],
     out: Annotated[Path, typer.Option("--out", help="Run folder: checkpoints and log; rerun to resume.")],
-    preset: Annotated[Optional[str], typer.Option("--preset", help="tiny, small, base or big (default base; on resume: the run's).")] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="tiny, small, multi30k, base or big (default base; on resume: the run's).")] = None,
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs of this machine, one worker process each (0: CPU). "
                                       "Under torchrun: >0 puts each process on GPU LOCAL_RANK.")] = 0,
     nproc: Annotated[int, typer.Option("--nproc", help="CPU worker processes (gloo), for CPU training and tests.")] = 1,
@@ -230,6 +230,8 @@ def translate(
     threads: Threads = 0,
     precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 or bf16 (GPU); int8 (CPU, same as --int8).")] = "fp32",
     int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation of the linear layers (faster, ~same BLEU).")] = False,
+    attention: Annotated[Optional[Path], typer.Option("--attention", help="Also write cross-attention heatmaps "
+                         "(PNG, one per line and layer, a panel per head) to this folder; needs matplotlib.")] = None,
 ) -> None:
     """Translate stdin to stdout, one output line per input line, streaming."""
     from nmt.console import plain_logger
@@ -244,6 +246,10 @@ def translate(
         precision = "int8"
     set_threads(threads)
     log = plain_logger()
+    if attention:
+        from nmt.attention import require_matplotlib, write_heatmaps
+        from nmt.progress import Progress
+        require_matplotlib()  # fail before translating anything
     cfg = SearchConfig(beam=beam, lenpen=lenpen, lenpen_type=lenpen_type, max_len_a=max_len_a, max_len_b=max_len_b,
                        nbest=nbest)
     translator = Translator(model, cfg, device=str(select_device(gpus)), max_tokens=max_tokens,
@@ -254,6 +260,9 @@ def translate(
             lines = format_nbest(i, t) if nbest > 1 else [t.text]
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
+            if attention and t.hypotheses and t.source:
+                paths = write_heatmaps(translator.attention(t.source, t.hypotheses[0][1], i), attention, i)
+                log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} to {attention}"))
     finally:
         if input:
             stream.close()

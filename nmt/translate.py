@@ -20,6 +20,7 @@ from nmt.search import LENPEN_TYPES, Hypothesis, SearchConfig, search
 class Translation:
     text: str
     hypotheses: list[tuple[str, Hypothesis]]  # (text, hypothesis), best first; empty for an empty input
+    source: str = ""  # the input line
 
 
 def check_search_config(cfg: SearchConfig) -> SearchConfig:
@@ -225,7 +226,7 @@ class Translator:
         encoded = self.encode(lines, first_line)
         # An empty line translates to an empty line: N empty hypotheses, so --nbest always gives N rows.
         empty = [("", Hypothesis([], 0.0, 0.0))] * self.search_cfg.nbest
-        results = [Translation("", empty) for _ in lines]
+        results = [Translation("", empty, line) for line in lines]
         for batch in self.batches(encoded):
             width = max(len(encoded[i]) for i in batch)
             src = torch.full((len(batch), width), PAD, dtype=torch.long)
@@ -234,8 +235,15 @@ class Translator:
             hyps = search(self.model, src.to(self.device), self.search_cfg, self.max_positions)
             for i, sentence_hyps in zip(batch, hyps):
                 texts = self.tokenizer.decode([h.tokens for h in sentence_hyps])
-                results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)))
+                results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)), lines[i])
         return results
+
+    def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0):
+        """Cross-attention maps (`nmt.attention.AttentionMaps`) of `line` and one of its hypotheses."""
+        from nmt.attention import attention_maps
+
+        src_ids = self.encode([line], line_index)[0]
+        return attention_maps(self.model, self.tokenizer, src_ids, hypothesis.tokens)
 
     def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
         """Translate a stream of chunks of lines, yielding one Translation per line, in order."""

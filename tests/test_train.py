@@ -249,3 +249,24 @@ def test_cli_train_with_the_new_options(data, tmp_path):
     assert (stored["valid_beam"], stored["valid_bleu_sentences"], stored["patience"], stored["max_bad_updates"],
             stored["precision"]) == (2, 3, 4, 7, "fp32")
     assert "valid_bleu" in log_records(tmp_path)[-1]
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("weights", [(1.0, 0.0), (0.0, 1.0), (0.7, -0.4)])
+def test_label_smoothing_gradient_matches_autograd(eps, weights):
+    """The fused backward equals autograd through log_softmax, for the loss, the NLL and a mix."""
+    torch.manual_seed(1)
+    logits = torch.randn(10, 7, dtype=torch.float64)
+    target = torch.randint(1, 7, (10,))
+    target[[2, 5]] = PAD
+    fused = logits.clone().requires_grad_()
+    loss, nll = label_smoothed_loss(fused, target, eps)
+    (weights[0] * loss + weights[1] * nll).backward()
+    ref = logits.clone().requires_grad_()
+    lp = ref.log_softmax(-1)
+    real = target != PAD
+    ref_nll = -lp.gather(1, target[:, None]).squeeze(1)[real].sum()
+    ref_loss = ((1 - eps) * -lp.gather(1, target[:, None]).squeeze(1) - eps * lp.mean(-1))[real].sum()
+    (weights[0] * ref_loss + weights[1] * ref_nll).backward()
+    assert torch.allclose(fused.grad, ref.grad, atol=1e-12)
+    assert fused.grad[[2, 5]].abs().max() == 0

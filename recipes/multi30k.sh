@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Multi30k en-de and de-en on a CPU: download, bpe, prepare, train, average, eval.
+# Results, the experiments behind the settings, and timings: docs/results-multi30k.md.
+#
+#   recipes/multi30k.sh [OUT]                 # default OUT: multi30k-run
+#   MIRROR=../shared/data/multi30k recipes/multi30k.sh
+#
+# Environment:
+#   NMT         the nmt command (default: nmt)
+#   MIRROR      local folder or base URL with the upstream Multi30k files (default: the upstream URLs)
+#   DIRECTIONS  default "en-de de-en"; both train at the same time, one process each
+#   THREADS     torch threads per direction (default 1: two directions fill two cores)
+#   VOCAB       joint BPE vocabulary (default 6000)
+#   AVERAGE     step checkpoints averaged (default 5)
+#   BEAM, LENPEN  test-time search (default 4 and 0.6)
+#
+# Every step is skipped or resumed when its output is already there, so rerunning after an
+# interruption carries on. stdout gets one JSON line of scores per direction; logs go to OUT/.
+set -euo pipefail
+
+OUT=${1:-multi30k-run}
+NMT=${NMT:-nmt}
+MIRROR=${MIRROR:-}
+DIRECTIONS=${DIRECTIONS:-"en-de de-en"}
+THREADS=${THREADS:-1}
+VOCAB=${VOCAB:-6000}
+AVERAGE=${AVERAGE:-5}
+BEAM=${BEAM:-4}
+LENPEN=${LENPEN:-0.6}
+
+log() { echo "[multi30k $(date +%H:%M:%S)] $*" >&2; }
+
+mkdir -p "$OUT"
+log "download -> $OUT/raw"
+$NMT download multi30k --out "$OUT/raw" ${MIRROR:+--mirror "$MIRROR"} 2>>"$OUT/download.log"
+
+if [ ! -s "$OUT/bpe.model" ]; then
+    log "bpe: joint vocabulary of $VOCAB"
+    $NMT bpe --train "$OUT/raw/train.en" "$OUT/raw/train.de" --vocab-size "$VOCAB" --out "$OUT/bpe.model" \
+        2>>"$OUT/bpe.log"
+fi
+
+direction() {  # SRC TGT: prepare, train, average, translate and score one direction under OUT/SRC-TGT
+    local src=$1 tgt=$2 dir="$OUT/$1-$2"
+    mkdir -p "$dir"
+    if [ ! -s "$dir/data/meta.json" ]; then
+        $NMT prepare --bpe "$OUT/bpe.model" --train "$OUT/raw/train" --valid "$OUT/raw/valid" \
+            --test "$OUT/raw/test" --src "$src" --tgt "$tgt" --out "$dir/data" >"$dir/prepare.json" 2>>"$dir/prepare.log"
+    fi
+    local start=$SECONDS
+    $NMT train --data "$dir/data" --out "$dir/run" --preset multi30k --threads "$THREADS" 2>>"$dir/train.log"
+    echo "$((SECONDS - start))" >"$dir/train.seconds"
+    $NMT average "$dir/run" --last "$AVERAGE" --out "$dir/averaged.pt" 2>>"$dir/average.log"
+    $NMT eval --model "$dir/averaged.pt" --src "$OUT/raw/test.$src" --ref "$OUT/raw/test.$tgt" \
+        --beam "$BEAM" --lenpen "$LENPEN" --threads "$THREADS" --save-hyp "$dir/test.hyp.$tgt" --json \
+        >"$dir/test.json" 2>>"$dir/eval.log"
+}
+
+pids=()
+for d in $DIRECTIONS; do
+    log "$d: prepare, train (log: $OUT/$d/train.log), average, eval"
+    direction "${d%-*}" "${d#*-}" &
+    pids+=("$!")
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+if [ "$status" != 0 ]; then
+    log "a direction failed; its logs are in $OUT/<direction>/*.log; rerun to resume"
+    exit 1
+fi
+for d in $DIRECTIONS; do
+    log "$d: trained in $(cat "$OUT/$d/train.seconds") s; test scores in $OUT/$d/test.json"
+    echo "{\"direction\": \"$d\", \"scores\": $(cat "$OUT/$d/test.json")}"
+done
