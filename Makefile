@@ -8,8 +8,11 @@ PIP    := $(PY) -m pip
 #   make install TORCH='torch==2.5.1'
 TORCH  ?= torch==2.13.0
 DEMO_OUT ?= demo-run
+# `make multi30k MIRROR=../shared/data/multi30k`: the Multi30k recipe from a local copy of the data.
+MIRROR ?=
+MULTI30K_OUT ?= multi30k-run
 
-.PHONY: install demo test clean
+.PHONY: install demo test multi30k clean
 
 install: $(VENV)/.installed
 
@@ -29,5 +32,9 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
+# Both directions of Multi30k (en-de, de-en), one core each, ~90 minutes: docs/results-multi30k.md
+multi30k: install
+	NMT=$(VENV)/bin/nmt MIRROR=$(MIRROR) recipes/multi30k.sh $(MULTI30K_OUT)
+
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) build *.egg-info
+	rm -rf $(VENV) $(DEMO_OUT) $(MULTI30K_OUT) build *.egg-info

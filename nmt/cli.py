@@ -407,7 +407,7 @@ def main() -> None:
         from nmt.train import TrainingInterrupted
 
         err.print(Text("error: ", style="red") + Text(str(e)), soft_wrap=True)
-        sys.exit(130 if isinstance(e, TrainingInterrupted) else 1)
+        sys.exit(e.exit_code if isinstance(e, TrainingInterrupted) else 1)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)

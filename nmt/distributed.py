@@ -86,8 +86,12 @@ class Comm:
         return value
 
 
+# SIGTERM is what schedulers (SLURM, Kubernetes) and `kill` send before they kill: save, like Ctrl-C.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class StopSignal:
-    """Ctrl-C (SIGINT) during training: stop after the current update, with a checkpoint, then
+    """Ctrl-C (SIGINT) or SIGTERM during training: stop after the current update, with a checkpoint, then
     TrainingInterrupted. In a lone process a second Ctrl-C aborts at once (`escalate`). Workers
     never escalate: they may get SIGINT twice for one request (from the terminal and from their
     launcher, or as parent-death signal), and their launcher is the one that ends them by force.
@@ -95,6 +99,7 @@ class StopSignal:
 
     def __init__(self, shared: Any = None, escalate: bool = True):
         self.requested = False
+        self.signum = signal.SIGINT  # the signal that asked to stop (SIGTERM: a scheduler or `kill`)
         self.shared, self.escalate = shared, escalate
 
     def is_set(self) -> bool:
@@ -103,18 +108,20 @@ class StopSignal:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested and self.escalate:
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested, self.signum = True, signum
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
             yield
             return
-        previous = signal.signal(signal.SIGINT, self._handle)
+        previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
 
 
 # -- launching -----------------------------------------------------------------------------------
@@ -239,6 +246,7 @@ def spawn_workers(job: Job, progress: ProgressFn) -> TrainResult:
     queue, stop_event = ctx.Queue(), ctx.Event()
     job = replace(job, port=free_port())
     found: dict[str, Any] = {}
+    stopped_by: dict[str, int] = {}
 
     def drain() -> None:
         while True:
@@ -255,18 +263,19 @@ def spawn_workers(job: Job, progress: ProgressFn) -> TrainResult:
         if stop_event.is_set():
             raise KeyboardInterrupt
         stop_event.set()  # the workers stop together after the current update
+        stopped_by["signum"] = signum
 
     context = mp.start_processes(_spawned_worker, args=(job, queue, stop_event), nprocs=job.world, join=False,
                                  start_method="spawn")
     in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    previous = {s: signal.signal(s, on_sigint) for s in STOP_SIGNALS} if in_main else {}
     try:
         while not context.join(timeout=0.2):
             drain()
     except KeyboardInterrupt:
         for p in context.processes:
             if p.is_alive():
-                p.terminate()
+                p.kill()  # not terminate(): the workers treat SIGTERM as a request to save and stop
         raise TrainingInterrupted(f"aborted; newest checkpoint {checkpoint.latest(job.out_dir)}; "
                                   "run the same command to resume from it") from None
     except (mp.ProcessRaisedException, mp.ProcessExitedException):
@@ -275,11 +284,14 @@ def spawn_workers(job: Job, progress: ProgressFn) -> TrainResult:
             raise found["error"] from None
         raise  # not a user error: the worker's traceback says what went wrong
     finally:
-        if in_main:
-            signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     drain()
     if "error" in found:
-        raise found["error"]
+        error = found["error"]
+        if isinstance(error, TrainingInterrupted) and "signum" in stopped_by:
+            error.signum = stopped_by["signum"]  # the workers saw the request, not the signal
+        raise error
     if "result" not in found:
         raise TrainingInterrupted("the workers stopped before training started; run the same command to start again")
     return found["result"]

@@ -42,7 +42,16 @@ TENSORBOARD_DIR = "tensorboard"
 
 
 class TrainingInterrupted(NmtError):
-    """Training stopped by the user (Ctrl-C); a checkpoint was written, rerun to resume."""
+    """Training stopped by Ctrl-C (SIGINT) or SIGTERM; a checkpoint was written, rerun to resume.
+
+    `exit_code` follows the shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
+    """
+
+    signum: int = 2  # SIGINT
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum)
 
 
 class TrainingDiverged(NmtError):
@@ -185,10 +194,22 @@ def resolve_precision(requested: str, device: torch.device) -> str:
         return "fp32" if requested == "auto" else requested
     bf16_ok = torch.cuda.is_bf16_supported()
     if requested == "auto":
-        return "bf16" if bf16_ok else "fp16"
+        return "bf16" if native_bf16() else "fp16"
     if requested == "bf16" and not bf16_ok:
         raise ConfigError("--precision bf16: this GPU has no bfloat16 support; use --precision fp16 or auto")
     return requested
+
+
+def native_bf16() -> bool:
+    """Whether the GPU computes in bfloat16 natively (Ampere and newer).
+
+    torch's `is_bf16_supported()` also says yes for GPUs that only emulate bf16 (V100, T4), where
+    it is much slower than fp16, so `auto` asks about native support.
+    """
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # torch < 2.3 has no `including_emulation` and reports native support only
+        return torch.cuda.is_bf16_supported()
 
 
 def make_scaler(enabled: bool, device_type: str):
@@ -600,8 +621,10 @@ class Trainer:
                         self.after_update(stats, tokens_seen, len(groups))
                     if self.stop_now:
                         path = self.save() if self.updates > self.saved_at else self.last_path
-                        raise TrainingInterrupted(f"interrupted at update {self.updates}; checkpoint {path}; "
-                                                  "run the same command to resume")
+                        interrupted = TrainingInterrupted(f"interrupted at update {self.updates}; checkpoint {path}; "
+                                                          "run the same command to resume")
+                        interrupted.signum = self.stop.signum
+                        raise interrupted
                 stopped = self.finished()
                 if self.updates % self.cfg.valid_interval != 0 and stopped != "patience":
                     self.report_valid(periodic=False)

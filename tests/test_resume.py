@@ -99,12 +99,13 @@ def logged_updates(out: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_ctrl_c_checkpoints_the_last_completed_update(data, tmp_path, reference):
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_checkpoints_the_last_completed_update(data, tmp_path, reference, signum, code):
     proc = start_cli(data, tmp_path)
     wait_for_update(proc, tmp_path, 3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     saved = checkpoint.latest(tmp_path)
     n = checkpoint.load(saved)["updates"]
     assert n == max(logged_updates(tmp_path)) >= 3  # the update under way when Ctrl-C came was finished and saved

@@ -207,10 +207,13 @@ def test_precision_choice(monkeypatch):
     assert resolve_precision("bf16", cpu) == "bf16"
     with pytest.raises(ConfigError, match="--precision fp16 needs a CUDA GPU"):
         resolve_precision("fp16", cpu)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
-    assert resolve_precision("auto", gpu) == "bf16"
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
-    assert resolve_precision("auto", gpu) == "fp16"
+    # (native, emulated) bf16: A100/H100 (True, True); V100/T4 (False, True); older (False, False)
+    for native, emulated, auto in [(True, True, "bf16"), (False, True, "fp16"), (False, False, "fp16")]:
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                            lambda including_emulation=True, n=native, e=emulated: e if including_emulation else n)
+        assert resolve_precision("auto", gpu) == auto
+        if emulated:
+            assert resolve_precision("bf16", gpu) == "bf16"  # asked for explicitly: allowed, if slow
     with pytest.raises(ConfigError, match="no bfloat16 support"):
         resolve_precision("bf16", gpu)
 

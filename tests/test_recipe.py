@@ -1,0 +1,42 @@
+"""recipes/multi30k.sh end to end on the real Multi30k files, with a model shrunk to seconds of training."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_M30K = ROOT.parent / "shared/data/multi30k"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_M30K.is_dir(), reason="needs ../shared/data/multi30k (the upstream files)")
+def test_multi30k_recipe_runs_both_directions_and_resumes(tmp_path):
+    env = {**os.environ, "NMT": str(Path(sys.executable).parent / "nmt"), "MIRROR": str(SHARED_M30K),
+           "OMP_NUM_THREADS": "1", "BEAM": "1", "AVERAGE": "2",
+           "TRAIN_ARGS": "--max-updates 4 --save-interval 2 --d-model 16 --heads 2 --layers 1 --d-ff 32 "
+                         "--valid-bleu-sentences 0 --max-time 0"}
+    out = tmp_path / "m30k"
+    r = subprocess.run(["bash", str(ROOT / "recipes/multi30k.sh"), str(out)], env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["direction"] for row in rows] == ["en-de", "de-en"]
+    for row in rows:
+        metrics = [s["metric"] for s in row["scores"]["scores"]]
+        assert metrics[:2] == ["BLEU 13a cased", "BLEU 13a uncased"]
+        src, tgt = row["direction"].split("-")
+        hyp = out / row["direction"] / f"test.hyp.{tgt}"
+        assert len(hyp.read_text(encoding="utf-8").splitlines()) == 1000
+        run = out / row["direction"] / "run"
+        assert sorted(p.name for p in run.glob("checkpoint_0*.pt")) == ["checkpoint_00000002.pt", "checkpoint_00000004.pt"]
+    # A second run finds every step done: same scores, no new training.
+    again = subprocess.run(["bash", str(ROOT / "recipes/multi30k.sh"), str(out)], env=env, capture_output=True,
+                           text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout == r.stdout
