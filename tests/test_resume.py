@@ -19,6 +19,7 @@ import torch
 
 from conftest import prepare_sample, torch_threads
 from nmt import checkpoint
+from nmt.errors import CheckpointError
 from nmt.train import train
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)  # dropout 0.1 (tiny preset)
@@ -138,7 +139,8 @@ def test_failed_checkpoint_write_leaves_the_previous_one_loadable(data, tmp_path
         raise OSError("simulated crash while writing")
 
     monkeypatch.setattr(torch, "save", crash_midway)
-    with pytest.raises(OSError, match="simulated crash"):
+    # An OSError while writing (disk full) is reported as a one-line CheckpointError naming the file.
+    with pytest.raises(CheckpointError, match="checkpoint_00000004.pt: cannot write the checkpoint .simulated crash"):
         run(data, tmp_path, 4, save_interval=2, valid_bleu_sentences=0)
     monkeypatch.undo()
 
