@@ -32,7 +32,7 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
-# Both directions of Multi30k (en-de, de-en), one core each, ~90 minutes: docs/results-multi30k.md
+# Both directions of Multi30k (en-de, de-en), one core each, ~75 minutes: docs/results-multi30k.md
 multi30k: install
 	NMT=$(VENV)/bin/nmt MIRROR=$(MIRROR) recipes/multi30k.sh $(MULTI30K_OUT)
 
