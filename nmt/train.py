@@ -47,7 +47,9 @@ class TrainingInterrupted(NmtError):
     `exit_code` follows the shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM).
     """
 
-    signum: int = 2  # SIGINT
+    def __init__(self, message: str, signum: int = 2):  # 2: SIGINT
+        super().__init__(message)
+        self.signum = signum
 
     @property
     def exit_code(self) -> int:
@@ -621,10 +623,8 @@ class Trainer:
                         self.after_update(stats, tokens_seen, len(groups))
                     if self.stop_now:
                         path = self.save() if self.updates > self.saved_at else self.last_path
-                        interrupted = TrainingInterrupted(f"interrupted at update {self.updates}; checkpoint {path}; "
-                                                          "run the same command to resume")
-                        interrupted.signum = self.stop.signum
-                        raise interrupted
+                        raise TrainingInterrupted(f"interrupted at update {self.updates}; checkpoint {path}; "
+                                                  "run the same command to resume", signum=self.stop.signum)
                 stopped = self.finished()
                 if self.updates % self.cfg.valid_interval != 0 and stopped != "patience":
                     self.report_valid(periodic=False)

@@ -32,31 +32,43 @@ TRAIN_ARGS=${TRAIN_ARGS:-}
 
 log() { echo "[multi30k $(date +%H:%M:%S)] $*" >&2; }
 
+logged() {  # LOG COMMAND...: COMMAND's stderr goes to LOG; when it fails, the end of LOG goes to stderr too
+    local log=$1
+    shift
+    "$@" 2>>"$log" || {
+        local rc=$?
+        log "failed (exit $rc): $*"
+        tail -n 3 "$log" >&2
+        return "$rc"
+    }
+}
+
 mkdir -p "$OUT"
 log "download -> $OUT/raw"
-$NMT download multi30k --out "$OUT/raw" ${MIRROR:+--mirror "$MIRROR"} 2>>"$OUT/download.log"
+logged "$OUT/download.log" $NMT download multi30k --out "$OUT/raw" ${MIRROR:+--mirror "$MIRROR"}
 
 if [ ! -s "$OUT/bpe.model" ]; then
     log "bpe: joint vocabulary of $VOCAB"
-    $NMT bpe --train "$OUT/raw/train.en" "$OUT/raw/train.de" --vocab-size "$VOCAB" --out "$OUT/bpe.model" \
-        2>>"$OUT/bpe.log"
+    logged "$OUT/bpe.log" $NMT bpe --train "$OUT/raw/train.en" "$OUT/raw/train.de" --vocab-size "$VOCAB" \
+        --out "$OUT/bpe.model"
 fi
 
 direction() {  # SRC TGT: prepare, train, average, translate and score one direction under OUT/SRC-TGT
     local src=$1 tgt=$2 dir="$OUT/$1-$2"
     mkdir -p "$dir"
     if [ ! -s "$dir/data/meta.json" ]; then
-        $NMT prepare --bpe "$OUT/bpe.model" --train "$OUT/raw/train" --valid "$OUT/raw/valid" \
-            --test "$OUT/raw/test" --src "$src" --tgt "$tgt" --out "$dir/data" >"$dir/prepare.json" 2>>"$dir/prepare.log"
+        logged "$dir/prepare.log" $NMT prepare --bpe "$OUT/bpe.model" --train "$OUT/raw/train" --valid "$OUT/raw/valid" \
+            --test "$OUT/raw/test" --src "$src" --tgt "$tgt" --out "$dir/data" >"$dir/prepare.json.tmp"
+        mv "$dir/prepare.json.tmp" "$dir/prepare.json"  # a failed rerun keeps the previous report
     fi
     local start=$SECONDS
-    $NMT train --data "$dir/data" --out "$dir/run" --preset multi30k --threads "$THREADS" $TRAIN_ARGS 2>>"$dir/train.log"
+    logged "$dir/train.log" $NMT train --data "$dir/data" --out "$dir/run" --preset multi30k --threads "$THREADS" $TRAIN_ARGS
     # Wall time of the training that finished the run (a rerun that finds it done keeps the figure).
     [ -s "$dir/train.seconds" ] || echo "$((SECONDS - start))" >"$dir/train.seconds"
-    $NMT average "$dir/run" --last "$AVERAGE" --out "$dir/averaged.pt" 2>>"$dir/average.log"
-    $NMT eval --model "$dir/averaged.pt" --src "$OUT/raw/test.$src" --ref "$OUT/raw/test.$tgt" \
-        --beam "$BEAM" --lenpen "$LENPEN" --threads "$THREADS" --save-hyp "$dir/test.hyp.$tgt" --json \
-        >"$dir/test.json" 2>>"$dir/eval.log"
+    logged "$dir/average.log" $NMT average "$dir/run" --last "$AVERAGE" --out "$dir/averaged.pt"
+    logged "$dir/eval.log" $NMT eval --model "$dir/averaged.pt" --src "$OUT/raw/test.$src" --ref "$OUT/raw/test.$tgt" \
+        --beam "$BEAM" --lenpen "$LENPEN" --threads "$THREADS" --save-hyp "$dir/test.hyp.$tgt" --json >"$dir/test.json.tmp"
+    mv "$dir/test.json.tmp" "$dir/test.json"  # a failed rerun keeps the previous scores
 }
 
 pids=()

@@ -40,3 +40,17 @@ def test_multi30k_recipe_runs_both_directions_and_resumes(tmp_path):
                            text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout == r.stdout
+
+
+def test_multi30k_recipe_shows_the_failing_steps_error(tmp_path):
+    """A failing step's log goes to a file; its error must still reach the terminal, with a non-zero exit."""
+    empty = tmp_path / "empty-mirror"
+    empty.mkdir()
+    env = {**os.environ, "NMT": str(Path(sys.executable).parent / "nmt"), "MIRROR": str(empty)}
+    r = subprocess.run(["bash", str(ROOT / "recipes/multi30k.sh"), str(tmp_path / "out")], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert "failed (exit 1)" in r.stderr and "nmt download multi30k" in r.stderr
+    assert "error: " in r.stderr and "not found in the --mirror directory" in r.stderr
+    assert not (tmp_path / "out" / "bpe.model").exists()  # nothing after the failed step ran

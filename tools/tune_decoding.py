@@ -38,6 +38,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     sources, refs = list(read_lines(args.src)), list(read_lines(args.ref))
     steps = checkpoint.step_checkpoints(args.run)
+    last_update = int(checkpoint.STEP_PATTERN.match(steps[-1].name)[1]) if steps else 0
     print("| averaged | last update | beam | lenpen | valid BLEU | seconds |")
     print("|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,7 +54,7 @@ def main() -> None:
                     translator = Translator(path, SearchConfig(beam=beam, lenpen=lenpen))
                     hyps = translate_file(translator, None, sources)
                     bleu = score(hyps, refs)[0]
-                    print(f"| {k} | {steps[-1].stem.split('_')[-1].lstrip('0')} | {beam} | {lenpen} | "
+                    print(f"| {k} | {last_update} | {beam} | {lenpen} | "
                           f"{bleu.score:.2f} | {time.monotonic() - start:.0f} |", flush=True)
 
 
