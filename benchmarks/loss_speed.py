@@ -18,7 +18,7 @@ import time
 import torch
 from torch import Tensor
 
-from nmt.bpe import PAD
+from nmt.vocab import PAD
 from nmt.config import from_preset
 from nmt.model import Transformer
 from nmt.train import label_smoothed_loss

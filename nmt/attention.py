@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt.bpe import BOS, EOS
 from nmt.errors import InputError
 from nmt.files import atomic_write
+from nmt.vocab import BOS, EOS
 
 EOS_LABEL = "</s>"
 

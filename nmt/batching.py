@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from nmt.bpe import BOS, EOS, PAD
 from nmt.errors import InputError
+from nmt.vocab import BOS, EOS, PAD
 
 if TYPE_CHECKING:
     from nmt.dataset import ParallelDataset

@@ -3,8 +3,8 @@
 One subword vocabulary is shared by both languages (as in the Transformer paper's
 37000-token joint BPE for English-German), so the model can tie its embeddings.
 
-Special token ids are youtokentome's defaults and are defined here, once:
-PAD=0, UNK=1, BOS=2, EOS=3.  Every other module imports them from this file.
+Special token ids are youtokentome's defaults (PAD=0, UNK=1, BOS=2, EOS=3), defined in
+nmt/vocab.py; the models this module trains and loads are checked to use them.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ import youtokentome as yttm
 from nmt.errors import InputError
 from nmt.files import atomic_write, read_lines, resolve_text
 from nmt.progress import Progress, ProgressFn, ignore
+from nmt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
-SPECIALS = (PAD, UNK, BOS, EOS)
 
 # Vocabulary sizes youtokentome can handle sensibly: its trainer's run time grows
 # linearly with vocab_size even when the data runs out of merges (1e9 takes minutes).

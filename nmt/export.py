@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from nmt import checkpoint
-from nmt.bpe import BOS, EOS, PAD, UNK, Tokenizer
+from nmt.bpe import Tokenizer
 from nmt.errors import ConfigError, InputError
 from nmt.files import current_umask
 from nmt.progress import ProgressFn, ignore
 from nmt.search import Hypothesis, SearchConfig, length_penalty, max_lengths
+from nmt.vocab import BOS, EOS, PAD, UNK
 
 FORMATS = ("ctranslate2",)
 EXPORT_FORMAT = "nmt-ctranslate2"

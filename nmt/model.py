@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.bpe import PAD
 from nmt.config import ModelConfig
+from nmt.vocab import PAD
 
 State = dict[str, Any]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from nmt.bpe import BOS, EOS, PAD
 from nmt.model import reorder_state
+from nmt.vocab import BOS, EOS, PAD
 
 LENPEN_TYPES = ("gnmt", "power")
 

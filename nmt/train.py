@@ -28,7 +28,7 @@ from torch import Tensor
 
 from nmt import checkpoint
 from nmt.batching import collate, make_batches, shard
-from nmt.bpe import PAD, Tokenizer
+from nmt.bpe import Tokenizer
 from nmt.config import ModelConfig, TrainConfig, from_dict, from_preset, to_dict
 from nmt.dataset import ParallelDataset, load_meta
 from nmt.distributed import Comm, Job, StopSignal, run_rank, spawn_workers, torchrun_env, workers
@@ -36,6 +36,7 @@ from nmt.errors import ConfigError, DataError, NmtError
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import SearchConfig, search
+from nmt.vocab import PAD
 
 LOG_NAME = "log.jsonl"
 TENSORBOARD_DIR = "tensorboard"

@@ -10,10 +10,11 @@ from typing import BinaryIO, Iterable, Iterator, Optional
 import torch
 
 from nmt import checkpoint
-from nmt.bpe import EOS, PAD, Tokenizer
+from nmt.bpe import Tokenizer
 from nmt.errors import ConfigError
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import LENPEN_TYPES, Hypothesis, SearchConfig, search
+from nmt.vocab import EOS, PAD
 
 
 @dataclass

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 import nmt.model as model_module
 from nmt.attention import AttentionMaps, attention_maps, write_heatmaps
-from nmt.bpe import BOS, EOS, PAD, Tokenizer
+from nmt.bpe import Tokenizer
+from nmt.vocab import BOS, EOS, PAD
 from nmt.config import ModelConfig
 from nmt.model import Transformer
 from nmt.search import SearchConfig

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nmt.batching import Batch, collate, make_batches, shard
-from nmt.bpe import BOS, EOS, PAD
+from nmt.vocab import BOS, EOS, PAD
 from nmt.errors import InputError
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.bpe import BOS, EOS, PAD, UNK, Tokenizer, reservoir_sample, train_bpe
+from nmt.bpe import Tokenizer, reservoir_sample, train_bpe
+from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.errors import InputError
 
 WORDS = ("the cat dog sat ran on under mat house big small red green quick slow bird tree "

@@ -16,7 +16,8 @@ import torch
 
 from conftest import SAMPLE_DIR, torch_threads
 from nmt import checkpoint
-from nmt.bpe import BOS, EOS, PAD, UNK, Tokenizer
+from nmt.bpe import Tokenizer
+from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig, TrainConfig, to_dict
 from nmt.errors import ConfigError, InputError
 from nmt.model import Transformer

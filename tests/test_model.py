@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nmt.bpe import BOS, EOS, PAD, UNK
+from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig, PRESETS, TrainConfig, from_dict, from_preset, to_dict
 from nmt.errors import ConfigError
 from nmt.model import Sublayer, Transformer, count_parameters, reorder_state, sinusoidal_table

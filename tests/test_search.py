@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from nmt.bpe import BOS, EOS, PAD, UNK
+from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig
 from nmt.model import Transformer
 from nmt.search import (

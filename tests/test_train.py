@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import nmt.train as train_module
 from conftest import prepare_sample
 from nmt import checkpoint
-from nmt.bpe import PAD
+from nmt.vocab import PAD
 from nmt.config import TrainConfig, from_dict, to_dict
 from nmt.errors import ConfigError
 from nmt.train import TrainingDiverged, group_updates, label_smoothed_loss, learning_rate, resolve_precision, train
