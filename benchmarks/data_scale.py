@@ -120,7 +120,7 @@ def batch_order(data: Path, presets: list[str], repeat: int = 3) -> list[dict]:
     from nmt.batching import make_batches
     from nmt.config import from_preset
     from nmt.dataset import ParallelDataset
-    from nmt.train import group_updates
+    from nmt.batching import group_updates
 
     ds = ParallelDataset(data, "train")
     rows = []
@@ -150,7 +150,8 @@ def collate_pair_by_pair(dataset, indices):
     """The collate nmt had before issue 5 (one dataset[i] per pair), kept here as the reference."""
     import torch
 
-    from nmt.batching import BOS, EOS, PAD, Batch
+    from nmt.batching import Batch
+    from nmt.vocab import BOS, EOS, PAD
 
     def pad(seqs, eos, bos):
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
@@ -184,7 +185,8 @@ def data_wait(data: Path, preset: str, updates: int, threads: int) -> dict:
     from nmt.config import from_preset
     from nmt.dataset import ParallelDataset
     from nmt.model import Transformer
-    from nmt.train import group_updates, label_smoothed_loss
+    from nmt.batching import group_updates
+    from nmt.loss import label_smoothed_loss
 
     torch.set_num_threads(threads)
     ds = ParallelDataset(data, "train")

@@ -21,7 +21,7 @@ from torch import Tensor
 from nmt.vocab import PAD
 from nmt.config import from_preset
 from nmt.model import Transformer
-from nmt.train import label_smoothed_loss
+from nmt.loss import label_smoothed_loss
 
 
 def autograd_loss(logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:

@@ -25,7 +25,7 @@ import torch
 
 from nmt.config import from_preset
 from nmt.model import Transformer, count_parameters
-from nmt.train import label_smoothed_loss
+from nmt.loss import label_smoothed_loss
 
 
 def matmul_flops(n: int = 2048, repeat: int = 5, device: str = "cpu") -> float:

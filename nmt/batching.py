@@ -33,12 +33,12 @@ class Batch:
     tgt_tokens: int  # non-pad tokens in tgt_out (what the loss is averaged over)
     indices: np.ndarray  # (B,) dataset indices of the pairs
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
+    def to(self, device: torch.device | str) -> "Batch":
         """The same batch with its tensors on `device`."""
         return Batch(
-            src=self.src.to(device, non_blocking=non_blocking),
-            tgt_in=self.tgt_in.to(device, non_blocking=non_blocking),
-            tgt_out=self.tgt_out.to(device, non_blocking=non_blocking),
+            src=self.src.to(device),
+            tgt_in=self.tgt_in.to(device),
+            tgt_out=self.tgt_out.to(device),
             src_tokens=self.src_tokens,
             tgt_tokens=self.tgt_tokens,
             indices=self.indices,
@@ -130,6 +130,25 @@ def shard(batches: list[np.ndarray], rank: int, world_size: int) -> list[np.ndar
     # Degenerate tiny data (fewer pairs than ranks): repeat batches to even out.
     batches += [batches[k % len(batches)] for k in range(need)]
     return batches[rank::world_size]
+
+
+def group_updates(batches: list[np.ndarray], tgt_lengths: np.ndarray, update_tokens: int) -> list[list[int]]:
+    """Consecutive batches grouped so that each group (one update) holds >= update_tokens target tokens.
+
+    Target tokens count EOS; the last group of an epoch may hold fewer.
+    """
+    groups: list[list[int]] = []
+    current: list[int] = []
+    tokens = 0
+    for i, batch in enumerate(batches):
+        current.append(i)
+        tokens += int(tgt_lengths[batch].sum()) + len(batch)
+        if tokens >= update_tokens:
+            groups.append(current)
+            current, tokens = [], 0
+    if current:
+        groups.append(current)
+    return groups
 
 
 def collate(dataset: ParallelDataset, indices: np.ndarray, pad: int = PAD) -> Batch:

@@ -111,10 +111,6 @@ class Tokenizer:
         """Load a model from its bytes (checkpoints embed them)."""
         return cls(data, "embedded BPE model")
 
-    def __reduce__(self):
-        # yttm objects do not pickle; rebuild from the bytes (e.g. in DataLoader workers).
-        return (Tokenizer, (self.model_bytes, self.name))
-
     def _model(self, threads: int) -> yttm.BPE:
         if threads not in self._models:
             self._models[threads] = _load_yttm(self.model_bytes, threads)

@@ -10,7 +10,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import typer
 from typing_extensions import Annotated
@@ -58,17 +58,18 @@ def set_threads(threads: int) -> None:
 
 
 def make_translator(model: Path, beam: int, lenpen: float, lenpen_type: str, max_len_a: float, max_len_b: int,
-                    max_tokens: int, batch_size: int, gpus: int, nbest: int = 1, progress=None):
+                    max_tokens: int, batch_size: int, gpus: int, nbest: int = 1, precision: str = "fp32",
+                    progress=None):
+    """The translator of `translate` and `eval`, from their shared options."""
     from nmt.console import plain_logger
+    from nmt.device import select_device
     from nmt.search import SearchConfig
-    from nmt.train import select_device
     from nmt.translate import Translator
 
     cfg = SearchConfig(beam=beam, lenpen=lenpen, lenpen_type=lenpen_type, max_len_a=max_len_a,
                        max_len_b=max_len_b, nbest=nbest)
-    device = select_device(gpus)
-    return Translator(model, cfg, device=str(device), max_tokens=max_tokens, max_sentences=batch_size,
-                      progress=progress or plain_logger())
+    return Translator(model, cfg, device=str(select_device(gpus)), max_tokens=max_tokens, max_sentences=batch_size,
+                      progress=progress or plain_logger(), precision=precision)
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -123,6 +124,11 @@ def prepare(
     print(json.dumps({split: asdict(r) for split, r in reports.items()}, indent=2))  # the filter report is the result
 
 
+# `nmt train` options named otherwise than their config field; the options that set no field.
+TRAIN_OPTION_FIELDS = {"heads": "n_heads"}
+TRAIN_LAUNCH_OPTIONS = {"data", "out", "preset", "gpus", "nproc", "threads", "layers"}
+
+
 @app.command(epilog="Example: nmt train --data run/data --out run --preset base --gpus 8   "
                      "(multi-node: torchrun ... -m nmt train ..., see docs/training.md)")
 def train(
@@ -171,26 +177,24 @@ def train(
                                                     "improvement (0: never).")] = None,
     log_interval: Annotated[Optional[int], typer.Option("--log-interval")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed")] = None,
+    adam_betas: Annotated[Optional[Tuple[float, float]], typer.Option("--adam-betas", help="Adam's beta1 beta2.")] = None,
+    adam_eps: Annotated[Optional[float], typer.Option("--adam-eps")] = None,
 ) -> None:
     """Train a Transformer (or resume the run in --out), on the CPU, GPUs or several machines."""
+    from nmt.config import ModelConfig, TrainConfig, overrides
     from nmt.console import err, progress_display
     from nmt.train import train as run_train
 
+    # Every other option sets the config field of its name (--heads: n_heads); tests/test_cli.py
+    # checks that the options and the fields agree.
+    options = dict(locals())
     set_threads(threads)
-    model_overrides = dict(d_model=d_model, n_heads=heads, encoder_layers=encoder_layers or layers,
-                           decoder_layers=decoder_layers or layers, d_ff=d_ff, dropout=dropout,
-                           attention_dropout=attention_dropout, activation_dropout=activation_dropout,
-                           max_positions=max_positions, positions=positions, norm=norm)
-    train_overrides = dict(max_tokens=max_tokens, update_tokens=update_tokens, lr_factor=lr_factor, warmup=warmup,
-                           label_smoothing=label_smoothing, clip_norm=clip_norm, max_updates=max_updates,
-                           max_epochs=max_epochs, max_time=max_time, save_interval=save_interval, keep_last=keep_last,
-                           valid_interval=valid_interval, log_interval=log_interval, seed=seed, precision=precision,
-                           max_bad_updates=max_bad_updates, valid_bleu_sentences=valid_bleu_sentences,
-                           valid_beam=valid_beam, patience=patience)
+    # --layers sets both stacks; --encoder-layers / --decoder-layers win over it
+    stacks = {"encoder_layers": encoder_layers or layers, "decoder_layers": decoder_layers or layers}
+    model_overrides = overrides(ModelConfig, {**options, **stacks}, renamed=TRAIN_OPTION_FIELDS)
     with progress_display() as report:
-        result = run_train(data, out, preset, {k: v for k, v in model_overrides.items() if v is not None},
-                           {k: v for k, v in train_overrides.items() if v is not None}, gpus=gpus, progress=report,
-                           nproc=nproc, threads=threads)
+        result = run_train(data, out, preset, model_overrides, overrides(TrainConfig, options), gpus=gpus,
+                           progress=report, nproc=nproc, threads=threads)
     if result.rank != 0:  # under torchrun every process returns here; rank 0 speaks for the run
         return
     valid = f", valid loss {result.valid_loss:.3f}" if result.valid_loss is not None else ""
@@ -236,9 +240,7 @@ def translate(
     """Translate stdin to stdout, one output line per input line, streaming."""
     from nmt.console import plain_logger
     from nmt.errors import ConfigError
-    from nmt.search import SearchConfig
-    from nmt.train import select_device
-    from nmt.translate import Translator, format_nbest, read_chunks
+    from nmt.translate import format_nbest, read_chunks
 
     if int8:
         if precision not in ("fp32", "int8"):
@@ -250,10 +252,8 @@ def translate(
         from nmt.attention import require_matplotlib, write_heatmaps
         from nmt.progress import Progress
         require_matplotlib()  # fail before translating anything
-    cfg = SearchConfig(beam=beam, lenpen=lenpen, lenpen_type=lenpen_type, max_len_a=max_len_a, max_len_b=max_len_b,
-                       nbest=nbest)
-    translator = Translator(model, cfg, device=str(select_device(gpus)), max_tokens=max_tokens,
-                            max_sentences=batch_size, progress=log, precision=precision)
+    translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus,
+                                 nbest=nbest, precision=precision, progress=log)
     stream = open(input, "rb") if input else sys.stdin.buffer
     try:
         for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
@@ -404,10 +404,9 @@ def main() -> None:
         from rich.text import Text
 
         from nmt.console import err
-        from nmt.train import TrainingInterrupted
 
         err.print(Text("error: ", style="red") + Text(str(e)), soft_wrap=True)
-        sys.exit(e.exit_code if isinstance(e, TrainingInterrupted) else 1)
+        sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)

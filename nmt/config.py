@@ -46,7 +46,9 @@ class ModelConfig:
         return self
 
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# Number formats, for training and translation alike (nmt.device resolves them for a device).
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
+TRAINING_PRECISIONS = PRECISIONS[:4]  # int8 (dynamic quantisation) is for translation only
 
 
 @dataclass
@@ -90,8 +92,8 @@ class TrainConfig:
         for name in ("valid_bleu_sentences", "patience"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"--precision {self.precision!r}: use one of {', '.join(PRECISIONS)}")
+        if self.precision not in TRAINING_PRECISIONS:
+            raise ConfigError(f"--precision {self.precision!r}: use one of {', '.join(TRAINING_PRECISIONS)}")
         if self.patience and not self.valid_bleu_sentences:
             raise ConfigError("--patience counts validations without a BLEU improvement; "
                               "it needs --valid-bleu-sentences above 0")
@@ -149,6 +151,15 @@ def from_preset(name: str, model_overrides: Optional[dict] = None,
     model = {**preset.model, **{k: v for k, v in (model_overrides or {}).items() if v is not None}}
     train = {**preset.train, **{k: v for k, v in (train_overrides or {}).items() if v is not None}}
     return ModelConfig(**model).validate(), TrainConfig(**train).validate()
+
+
+def overrides(cls: type, options: dict[str, Any], renamed: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """The values in `options` (e.g. a command's options) that set fields of the config class `cls`;
+    `renamed` maps option names to field names where they differ; None (not given) is left out."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    renamed = renamed or {}
+    picked = ((renamed.get(key, key), value) for key, value in options.items())
+    return {name: value for name, value in picked if name in names and value is not None}
 
 
 def to_dict(config: Any) -> dict[str, Any]:

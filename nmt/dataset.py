@@ -517,6 +517,12 @@ def load_meta(directory: Path) -> dict:
     return meta
 
 
+def data_identity(data_dir: Path) -> dict:
+    """What a checkpoint remembers of its data, to refuse resuming on other data."""
+    meta = load_meta(data_dir)
+    return {"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"], "bpe_sha256": meta["bpe_sha256"]}
+
+
 class ParallelDataset:
     """One split of a prepared store, memory-mapped: pairs of BPE id arrays without specials."""
 
@@ -586,10 +592,6 @@ class ParallelDataset:
                   and bool((self.src_lengths >= 0).all() and (self.tgt_lengths >= 0).all()))
         if not ok:
             raise _corrupt(self.directory, f"{self.split}.idx offsets and lengths do not add up")
-
-    def __reduce__(self):
-        # Reopen by path: pickling the memory maps would copy the whole split (DataLoader workers).
-        return (ParallelDataset, (self.directory, self.split))
 
     def __len__(self) -> int:
         return len(self.src_lengths)

@@ -1,15 +1,14 @@
-"""Processes of a training job: where this process stands in it, how the processes talk, and how
-they are started.
+"""Processes of a job: where this process stands in it, how the processes talk, and how they are started.
 
 One code path serves every layout. A single process is a world of size 1; `--nproc N` (CPU, gloo)
 and `--gpus N` (CUDA, NCCL) spawn N workers on this machine that meet on a free port of 127.0.0.1
-(`spawn_workers`); under torchrun (or SLURM through torchrun) each process joins the job from its
+(`spawn`); under torchrun (or SLURM through torchrun) each process joins the job from its
 environment (`env://`: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; `torchrun_env`).
-Each process trains one rank (`run_rank`) with a `Comm`, the few collectives training needs, and a
-`StopSignal`, so that Ctrl-C stops every rank together after the same update.
+Each process joins the group (`process_group`) and gets a `Comm`, the few collectives training
+needs, and a `StopSignal`, so that Ctrl-C stops every rank together after the same update.
 
-The training recipe itself is `nmt.train`, which imports this module; the names taken from it here
-(`plan`, `Trainer`, the results and errors) are imported inside the functions that use them.
+Process plumbing only: what each process computes is the caller's (`nmt.train` passes its entry
+point to `spawn`), and nothing here imports the training code.
 """
 
 from __future__ import annotations
@@ -21,21 +20,14 @@ import signal
 import socket
 import sys
 import threading
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from nmt import checkpoint
-from nmt.config import ModelConfig, TrainConfig
-from nmt.errors import ConfigError, NmtError
-from nmt.progress import Progress, ProgressFn, ignore
-
-if TYPE_CHECKING:
-    from nmt.train import TrainResult
+from nmt.errors import ConfigError, NmtError, TrainingDiverged, TrainingInterrupted
+from nmt.progress import ProgressFn, ignore
 
 # Ranks wait for rank 0 while it validates (BLEU decoding can be slow on big valid sets).
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=60)
@@ -126,31 +118,6 @@ class StopSignal:
 # -- launching -----------------------------------------------------------------------------------
 
 
-@dataclass
-class Job:
-    """Everything a worker process needs to train its rank (picklable: it crosses the spawn)."""
-
-    data_dir: Path
-    out_dir: Path
-    preset: Optional[str] = None
-    model_overrides: dict = field(default_factory=dict)
-    train_overrides: dict = field(default_factory=dict)
-    model_cfg: Optional[ModelConfig] = None  # None until planned
-    train_cfg: Optional[TrainConfig] = None
-    resume: Optional[Path] = None
-    use_cuda: bool = False
-    threads: int = 0
-    world: int = 1
-    port: int = 0
-
-    def planned(self) -> "Job":
-        from nmt.train import plan
-
-        model_cfg, train_cfg, resume = plan(self.data_dir, self.out_dir, self.preset, self.model_overrides,
-                                            self.train_overrides)
-        return replace(self, model_cfg=model_cfg, train_cfg=train_cfg, resume=resume)
-
-
 def workers(gpus: int, nproc: int) -> tuple[int, bool]:
     """Processes to start on this machine, and whether they use CUDA."""
     if nproc < 1:
@@ -184,43 +151,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_rank(job: Job, rank: int, local_rank: int, world: int, init_method: Optional[str],
-             progress: ProgressFn, stop: StopSignal) -> TrainResult:
-    """Train rank `rank` of `world` in this process (joining the process group when world > 1)."""
-    from nmt.train import Trainer
-
-    device = torch.device("cuda", local_rank) if job.use_cuda else torch.device("cpu")
-    if job.use_cuda:
+@contextlib.contextmanager
+def process_group(rank: int, world: int, local_rank: int, use_cuda: bool, init_method: Optional[str],
+                  threads: int = 0) -> Iterator[Comm]:
+    """This process as rank `rank` of `world`: its device and threads set, the group joined (world > 1)."""
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
         torch.cuda.set_device(device)
-    if job.threads > 0:
-        torch.set_num_threads(job.threads)
-    elif world > 1 and not job.use_cuda and init_method != "env://":
+    if threads > 0:
+        torch.set_num_threads(threads)
+    elif world > 1 and not use_cuda and init_method != "env://":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))  # CPU workers share this machine's cores
     if world > 1:
-        dist.init_process_group("nccl" if job.use_cuda else "gloo", init_method=init_method, rank=rank,
+        dist.init_process_group("nccl" if use_cuda else "gloo", init_method=init_method, rank=rank,
                                 world_size=world, timeout=COLLECTIVE_TIMEOUT)
     try:
-        comm = Comm(rank, world, device)
-        if job.model_cfg is None:
-            job = comm.from_rank0(job.planned)  # rank 0 decides what to resume: its folder is authoritative
-        trainer = Trainer(job.data_dir, job.out_dir, job.model_cfg, job.train_cfg, device, progress, comm, stop)
-        if job.resume is not None:
-            trainer.restore(job.resume)
-            trainer.progress(Progress("train", message=f"resuming from {job.resume} (update {trainer.updates})"))
-        return trainer.run()
+        yield Comm(rank, world, device)
     finally:
         if world > 1:
             dist.destroy_process_group()
 
 
-def _spawned_worker(rank: int, job: Job, queue: Any, stop_event: Any) -> None:
-    """Entry point of a worker started by `spawn_workers`; talks to the launcher through `queue`."""
-    from nmt.train import TrainingDiverged, TrainingInterrupted
+# What a spawned process runs: entry(rank, init_method, progress, stop, *args) -> rank 0's result.
+Entry = Callable[..., Any]
 
+
+def _spawned_worker(rank: int, entry: Entry, args: tuple, init_method: str, queue: Any, stop_event: Any) -> None:
+    """A worker started by `spawn`; talks to the launcher through `queue`."""
     progress: ProgressFn = (lambda event: queue.put(("progress", event))) if rank == 0 else ignore
     try:
-        result = run_rank(job, rank, rank, job.world, f"tcp://127.0.0.1:{job.port}", progress,
-                          StopSignal(stop_event, escalate=False))
+        result = entry(rank, init_method, progress, StopSignal(stop_event, escalate=False), *args)
     except (TrainingInterrupted, TrainingDiverged) as e:
         # Every rank stops together here; rank 0's message names the checkpoint.
         if rank == 0:
@@ -233,17 +193,20 @@ def _spawned_worker(rank: int, job: Job, queue: Any, stop_event: Any) -> None:
         queue.put(("result", result))
 
 
-def spawn_workers(job: Job, progress: ProgressFn) -> TrainResult:
-    """Run `job.world` workers on this machine and relay rank 0's progress, result or error."""
+def spawn(entry: Entry, args: tuple, world: int, progress: ProgressFn) -> Optional[Any]:
+    """Run `entry` in `world` processes on this machine; relay rank 0's progress, return its result
+    (None if the workers ended without one) or raise its error.
+
+    Ctrl-C or SIGTERM asks the workers to stop together (they raise TrainingInterrupted, which
+    carries that signal); a second Ctrl-C kills them and raises KeyboardInterrupt.
+    """
     import queue as queue_module
 
     import torch.multiprocessing as mp
 
-    from nmt.train import TrainingInterrupted
-
     ctx = mp.get_context("spawn")
     queue, stop_event = ctx.Queue(), ctx.Event()
-    job = replace(job, port=free_port())
+    init_method = f"tcp://127.0.0.1:{free_port()}"
     found: dict[str, Any] = {}
     stopped_by: dict[str, int] = {}
 
@@ -258,16 +221,16 @@ def spawn_workers(job: Job, progress: ProgressFn) -> TrainResult:
             else:
                 found.setdefault(kind, value)
 
-    def on_sigint(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         if stop_event.is_set():
             raise KeyboardInterrupt
         stop_event.set()  # the workers stop together after the current update
         stopped_by["signum"] = signum
 
-    context = mp.start_processes(_spawned_worker, args=(job, queue, stop_event), nprocs=job.world, join=False,
-                                 start_method="spawn")
+    context = mp.start_processes(_spawned_worker, args=(entry, args, init_method, queue, stop_event), nprocs=world,
+                                 join=False, start_method="spawn")
     in_main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, on_sigint) for s in STOP_SIGNALS} if in_main else {}
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS} if in_main else {}
     try:
         while not context.join(timeout=0.2):
             drain()
@@ -275,8 +238,7 @@ def spawn_workers(job: Job, progress: ProgressFn) -> TrainResult:
         for p in context.processes:
             if p.is_alive():
                 p.kill()  # not terminate(): the workers treat SIGTERM as a request to save and stop
-        raise TrainingInterrupted(f"aborted; newest checkpoint {checkpoint.latest(job.out_dir)}; "
-                                  "run the same command to resume from it") from None
+        raise
     except (mp.ProcessRaisedException, mp.ProcessExitedException):
         drain()
         if "error" in found:
@@ -291,6 +253,4 @@ def spawn_workers(job: Job, progress: ProgressFn) -> TrainResult:
         if isinstance(error, TrainingInterrupted) and "signum" in stopped_by:
             error.signum = stopped_by["signum"]  # the workers saw the request, not the signal
         raise error
-    if "result" not in found:
-        raise TrainingInterrupted("the workers stopped before training started; run the same command to start again")
-    return found["result"]
+    return found.get("result")

@@ -3,14 +3,16 @@
 Shapes: B batch, S source length, T target length, D d_model, H heads, Dh = D / H, V vocabulary.
 One embedding table serves the encoder, the decoder and the output projection.
 
-Incremental decoding keeps a `state` dict whose tensors all have the batch (or hypothesis) on
-dim 0, so search can reorder or shrink it with one `index_select` (`reorder_state`).
+Incremental decoding carries a `DecodingState` from step to step: the tokens fed so far, the encoded
+source (shared by a sentence's hypotheses) and each decoder layer's self-attention `KVCache`. Search
+reorders, shrinks or widens it with `select` and `expand`, the one place that knows its layout.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from dataclasses import dataclass, replace
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -18,8 +20,6 @@ from torch import Tensor, nn
 
 from nmt.config import ModelConfig
 from nmt.vocab import PAD
-
-State = dict[str, Any]
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
@@ -53,9 +53,11 @@ class MultiHeadAttention(nn.Module):
         return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
 
     def attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
-               causal: bool = False) -> Tensor:
-        """Queries from `x` (B, Tq, D) over precomputed keys/values (B, H, Tk, Dh). -> (B, Tq, D)
+               causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+        """Queries from `x` (B, Tq, D) over precomputed keys/values (B, H, Tk, Dh).
 
+        Returns the output (B, Tq, D) and, with `need_weights` (for plots; no causal mask), the
+        softmax weights (B, H, Tq, Tk) of the same queries; the output is SDPA's either way.
         `mask` is boolean, True where attention is allowed, broadcastable to (B, H, Tq, Tk).
         """
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, Dh)
@@ -63,15 +65,16 @@ class MultiHeadAttention(nn.Module):
             q, k, v, attn_mask=mask, is_causal=causal, dropout_p=self.dropout if self.training else 0.0
         )  # (B, H, Tq, Dh)
         B, H, Tq, Dh = y.shape
-        return self.out_proj(y.transpose(1, 2).reshape(B, Tq, H * Dh))  # (B, Tq, D)
+        weights = softmax_weights(q, k, mask) if need_weights else None
+        return self.out_proj(y.transpose(1, 2).reshape(B, Tq, H * Dh)), weights  # (B, Tq, D)
 
-    def attention_weights(self, x: Tensor, k: Tensor, mask: Optional[Tensor] = None) -> Tensor:
-        """The softmax weights `attend` uses (no dropout), for plots. (B, H, Tq, Tk)"""
-        q = self.split_heads(self.q_proj(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return scores.softmax(-1)
+
+def softmax_weights(q: Tensor, k: Tensor, mask: Optional[Tensor]) -> Tensor:
+    """softmax(q k^T / sqrt(Dh)) where `mask` allows. q (B, H, Tq, Dh), k (B, H, Tk, Dh) -> (B, H, Tq, Tk)"""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1)
 
 
 class FeedForward(nn.Module):
@@ -115,7 +118,7 @@ class EncoderLayer(nn.Module):
         """x (B, S, D), src_mask (B, 1, 1, S) True at real tokens -> (B, S, D)"""
 
         def self_attention(h: Tensor) -> Tensor:
-            return self.self_attn.attend(h, *self.self_attn.project_kv(h), mask=src_mask)
+            return self.self_attn.attend(h, *self.self_attn.project_kv(h), mask=src_mask)[0]
 
         x = self.attn_block(x, self_attention)
         return self.ffn_block(x, self.ffn)
@@ -133,41 +136,52 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Sublayer(cfg.d_model, cfg.dropout, pre)
 
     def forward(self, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
-                cache: Optional[dict[str, Tensor]] = None) -> Tensor:
-        """x (B, T, D); memory_kv: cross-attention keys/values (B, H, S, Dh); src_mask (B, 1, 1, S).
+                cache: Optional["KVCache"] = None, need_weights: bool = False) -> "LayerOutput":
+        """x (B, T, D); memory_kv: cross-attention keys/values (B', H, S, Dh); src_mask (B', 1, 1, S).
 
-        memory_kv and src_mask may instead have one row per group of B / B' consecutive rows of x (the
-        hypotheses of one sentence in beam search), shared rather than copied.
+        B' is B, or one row per group of B / B' consecutive rows of x (the hypotheses of one sentence
+        in beam search): the source is then shared rather than copied.
 
         Without `cache`, x is the whole target prefix and self-attention is causal. With `cache`,
-        x holds only the newest position(s); their keys/values are appended to cache["k"], cache["v"]
-        and they attend to everything cached, which needs no mask.
+        x holds only the newest position(s): they attend to the cached ones and themselves, which
+        needs no mask, and the output carries the cache with their keys/values appended.
+        With `need_weights`, the output also carries the cross-attention weights (B, H, T, S).
         """
+        new_cache, weights = None, None
 
         def self_attention(h: Tensor) -> Tensor:
+            nonlocal new_cache
             k, v = self.self_attn.project_kv(h)  # (B, H, T, Dh)
             if cache is None:
-                return self.self_attn.attend(h, k, v, causal=True)
-            order = cache.pop("order", None)  # a row selection `reorder_state` left pending (KVCache)
-            if "k" in cache:
-                k = append_positions(cache["k"], k, order)
-                v = append_positions(cache["v"], v, order)
-            cache["k"], cache["v"] = k, v
-            return self.self_attn.attend(h, k, v)
+                return self.self_attn.attend(h, k, v, causal=True)[0]
+            new_cache = cache.append(k, v)
+            return self.self_attn.attend(h, new_cache.k, new_cache.v)[0]
 
         def cross_attention(h: Tensor) -> Tensor:
+            nonlocal weights
             k, v = memory_kv
             n = k.size(0)
             if h.size(0) == n:
-                return self.cross_attn.attend(h, k, v, mask=src_mask)
+                y, weights = self.cross_attn.attend(h, k, v, mask=src_mask, need_weights=need_weights)
+                return y
             # Beam search: memory_kv has one row per sentence and h the sentence's hypotheses in
             # consecutive rows; each hypothesis' positions become queries of its sentence's row.
             N, T, D = h.shape
-            return self.cross_attn.attend(h.reshape(n, (N // n) * T, D), k, v, mask=src_mask).view(N, T, D)
+            y, weights = self.cross_attn.attend(h.reshape(n, (N // n) * T, D), k, v, mask=src_mask,
+                                                need_weights=need_weights)
+            if weights is not None:
+                weights = weights.view(n, -1, N // n, T, k.size(2)).transpose(1, 2).reshape(N, -1, T, k.size(2))
+            return y.view(N, T, D)
 
         x = self.self_block(x, self_attention)
         x = self.cross_block(x, cross_attention)
-        return self.ffn_block(x, self.ffn)
+        return LayerOutput(self.ffn_block(x, self.ffn), new_cache, weights)
+
+
+class LayerOutput(NamedTuple):
+    x: Tensor  # (B, T, D)
+    cache: Optional["KVCache"]  # the self-attention cache with this call's positions appended
+    cross_weights: Optional[Tensor]  # (B, H, T, S), with need_weights
 
 
 class Transformer(nn.Module):
@@ -250,85 +264,57 @@ class Transformer(nn.Module):
         proj.weight = self.embed.weight  # shared, not copied
         self.output_proj = proj
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
-        """Teacher-forced decoding of the whole prefix. tgt_in (B, T) -> logits (B, T, V)"""
+    def decode(self, tgt_in: Tensor, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
+               need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """Teacher-forced decoding of the whole prefix tgt_in (B, T) -> decoder states (B, T, D), and
+        with `need_weights` each layer's cross-attention weights (B, H, T, S)."""
         x = self.embed_tokens(tgt_in)  # (B, T, D)
-        for layer, kv in zip(self.decoder, self.memory_kv(memory)):
-            x = layer(x, kv, src_mask)
-        return self.output_logits(x)
+        weights = []
+        for layer, kv in zip(self.decoder, memory_kv):
+            x, _, w = layer(x, kv, src_mask, need_weights=need_weights)
+            weights.append(w)
+        return x, weights if need_weights else []
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V)"""
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask)
+        return self.output_logits(self.decode(tgt_in, self.memory_kv(memory), src_mask)[0])
 
     # -- incremental decoding -----------------------------------------------------------------
 
-    def start_decoding(self, src: Tensor, use_cache: bool = True) -> State:
-        """Encode `src` (B, S) and return the decoding state for `step`.
+    def start_decoding(self, src: Tensor, use_cache: bool = True) -> "DecodingState":
+        """Encode `src` (B, S): the state of `step` before any token, one row per sentence.
 
-        The state holds the source mask, the cross-attention keys/values of every layer (computed
-        here, once) and, as decoding goes on, each layer's self-attention keys/values, plus the
-        prefix of tokens fed so far (B, t) for decoding without the cache. With the cache, the source
-        mask and the cross-attention keys/values are `PerSentence`: `expand_state` gives each sentence
-        K hypotheses without copying them.
+        The cross-attention keys/values of every layer are computed here, once. Without the cache
+        (`use_cache=False`, the reference that tests compare against), `step` recomputes the whole
+        prefix, which is the cost the cache removes.
         """
         memory, src_mask = self.encode(src)
-        state: State = {
-            "src_mask": src_mask,
-            "memory_kv": self.memory_kv(memory),
-            "prefix": src.new_zeros(src.size(0), 0),
-        }
-        if use_cache:
-            state["src_mask"] = PerSentence(state["src_mask"])
-            state["memory_kv"] = PerSentence(state["memory_kv"])
-            state["self_kv"] = [KVCache() for _ in self.decoder]
+        caches = tuple(KVCache() for _ in self.decoder) if use_cache else None
+        return DecodingState(src.new_zeros(src.size(0), 0), Source(src_mask, self.memory_kv(memory)), caches)
+
+    def step(self, tokens: Tensor, state: "DecodingState") -> tuple[Tensor, "DecodingState"]:
+        """Feed the newest token of each hypothesis, tokens (N,): log-probabilities (N, V) and the next state."""
+        prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
+        src = state.source
+        if state.caches is None:
+            x = self.decode(prefix, src.kv, src.mask)[0][:, -1:]  # (N, 1, D)
+            caches = None
         else:
-            state["memory"] = memory
-        return state
-
-    @staticmethod
-    def expand_state(state: State, k: int) -> State:
-        """The state of `start_decoding` with each sentence's row repeated for its k hypotheses (B*k rows,
-        a sentence's hypotheses consecutive); `PerSentence` entries stay one row per sentence."""
-        if k == 1:
-            return state
-        some = state["prefix"]
-        index = torch.arange(some.size(0), device=some.device).repeat_interleave(k)
-        return _expand(state, index, k)
-
-    def step(self, tokens: Tensor, state: State) -> Tensor:
-        """Feed the newest token of each hypothesis; tokens (N,) -> log-probabilities (N, V).
-
-        With the cache, only the new position goes through the decoder; without it (use_cache=False
-        in `start_decoding`), the whole prefix is recomputed, which is the cost the cache removes.
-        """
-        prefix = torch.cat([state["prefix"], tokens[:, None]], dim=1)  # (N, t+1)
-        state["prefix"] = prefix
-        if "self_kv" in state:
-            src_mask, memory_kv = _value(state["src_mask"]), _value(state["memory_kv"])
             x = self.embed_tokens(tokens[:, None], start=prefix.size(1) - 1)  # (N, 1, D)
-            for layer, kv, cache in zip(self.decoder, memory_kv, state["self_kv"]):
-                x = layer(x, kv, src_mask, cache=cache)
-            logits = self.output_logits(x)[:, -1].float()  # (N, V), a tensor of our own
-            # In place: one (N, V) buffer less to allocate (and page in) per step.
-            return torch.log_softmax(logits, -1, out=logits)
-        logits = self.decode(prefix, state["memory"], state["src_mask"])[:, -1]  # (N, V)
-        return logits.float().log_softmax(-1)
+            new_caches = []
+            for layer, kv, cache in zip(self.decoder, src.kv, state.caches):
+                x, cache, _ = layer(x, kv, src.mask, cache=cache)
+                new_caches.append(cache)
+            caches = tuple(new_caches)
+        logits = self.output_logits(x)[:, -1].float()  # (N, V), a tensor of our own
+        # In place: one (N, V) buffer less to allocate (and page in) per step.
+        return torch.log_softmax(logits, -1, out=logits), DecodingState(prefix, src, caches)
 
     def cross_attention_weights(self, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
         """Teacher-forced cross-attention weights of every decoder layer, each (B, H, T, S), for plots."""
         memory, src_mask = self.encode(src)
-        x = self.embed_tokens(tgt_in)
-        weights = []
-        for layer, kv in zip(self.decoder, self.memory_kv(memory)):
-            pre = layer.cross_block.pre_norm
-            # Recompute the cross-attention input exactly as the layer's forward sees it.
-            h = layer.self_block(x, lambda h_: layer.self_attn.attend(h_, *layer.self_attn.project_kv(h_), causal=True))
-            q_in = layer.cross_block.norm(h) if pre else h
-            weights.append(layer.cross_attn.attention_weights(q_in, kv[0], mask=src_mask))
-            x = layer(x, kv, src_mask)
-        return weights
+        return self.decode(tgt_in, self.memory_kv(memory), src_mask, need_weights=True)[1]
 
 
 def append_positions(cache: Tensor, new: Tensor, order: Optional[Tensor] = None) -> Tensor:
@@ -345,79 +331,72 @@ def append_positions(cache: Tensor, new: Tensor, order: Optional[Tensor] = None)
     return out
 
 
-class KVCache(dict):
-    """One decoder layer's self-attention cache: "k" and "v" (N, H, t, Dh), and possibly "order".
+@dataclass(frozen=True)
+class KVCache:
+    """One decoder layer's self-attention keys and values, k and v (N, H, t, Dh), None before the first step.
 
-    `reorder_state` does not copy the cache: it records the row selection in "order" (composing it
-    with one still pending), and the next step applies it while appending its new position. So
-    after a reorder, "k" and "v" hold the rows before the selection; `materialize` applies it.
+    A selection of hypotheses is not applied at once: `select` records it in `order` (composed with
+    one still pending) and the next `append` applies it while copying the new position in, so beam
+    search's reordering costs no copy of its own.
     """
+
+    k: Optional[Tensor] = None
+    v: Optional[Tensor] = None
+    order: Optional[Tensor] = None  # rows of k/v that make up the hypotheses, pending
 
     def select(self, index: Tensor) -> "KVCache":
-        out = KVCache(self)
-        if "k" in self:
-            out["order"] = index if "order" not in self else self["order"].index_select(0, index)
-        return out
-
-    def materialize(self) -> "KVCache":
-        """This cache with its pending selection applied (for inspection; decoding does not need it)."""
-        if "order" not in self:
+        if self.k is None:
             return self
-        return KVCache({name: self[name].index_select(0, self["order"]) for name in ("k", "v")})
+        return replace(self, order=index if self.order is None else self.order.index_select(0, index))
+
+    def append(self, k: Tensor, v: Tensor) -> "KVCache":
+        """This cache (its pending selection applied) with new positions k, v (N, H, T, Dh) appended."""
+        if self.k is None:
+            return KVCache(k, v)
+        return KVCache(append_positions(self.k, k, self.order), append_positions(self.v, v, self.order))
 
 
-class PerSentence:
-    """Decoding-state entries with one row per sentence while the rest of the state has `group` rows
-    (a sentence's hypotheses, consecutive) per sentence: the source mask and cross-attention
-    keys/values, which beam search then shares between a sentence's K hypotheses instead of copying.
-    With group 1 (greedy search, or before `expand_state`) it behaves like the plain entries."""
+@dataclass(frozen=True)
+class Source:
+    """The encoded source: mask (B', 1, 1, S) and each decoder layer's cross-attention keys/values
+    (B', H, S, Dh), with one row per `group` consecutive hypotheses (a sentence's beams share it)."""
 
-    __slots__ = ("value", "group")
+    mask: Tensor
+    kv: list[tuple[Tensor, Tensor]]
+    group: int = 1
 
-    def __init__(self, value: Any, group: int = 1):
-        self.value, self.group = value, group
-
-    def select(self, index: Tensor) -> "PerSentence":
-        """Follow a selection of hypothesis rows; with group > 1, `index` lists whole groups
-        (group consecutive entries from one sentence), as beam search's reordering does."""
+    def select(self, index: Tensor) -> "Source":
+        """Follow a selection of hypotheses `index` (N',); with group > 1 it lists whole groups, as
+        beam search's reordering does, so the sentences are every group-th entry."""
         sentences = index if self.group == 1 else index[:: self.group] // self.group
-        return PerSentence(reorder_state(self.value, sentences), self.group)
+        return Source(self.mask.index_select(0, sentences),
+                      [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.kv], self.group)
+
+    def expand(self, k: int) -> "Source":
+        return replace(self, group=self.group * k)
 
 
-def _value(entry: Any) -> Any:
-    return entry.value if isinstance(entry, PerSentence) else entry
+@dataclass(frozen=True)
+class DecodingState:
+    """What incremental decoding carries from one step to the next, for N hypotheses."""
 
+    prefix: Tensor  # (N, t) tokens fed so far, BOS first
+    source: Source
+    caches: Optional[tuple[KVCache, ...]]  # one per decoder layer; None: recompute the prefix each step
 
-def _expand(state: Any, index: Tensor, k: int) -> Any:
-    if isinstance(state, PerSentence):
-        return PerSentence(state.value, state.group * k)
-    if isinstance(state, KVCache):
-        return state.select(index)
-    if isinstance(state, Tensor):
-        return state.index_select(0, index)
-    if isinstance(state, dict):
-        return {key: _expand(v, index, k) for key, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(_expand(v, index, k) for v in state)
-    return state
+    def select(self, index: Tensor) -> "DecodingState":
+        """Keep hypotheses `index` (N',): reorder, drop or repeat rows. The one place that knows the layout."""
+        caches = None if self.caches is None else tuple(c.select(index) for c in self.caches)
+        return DecodingState(self.prefix.index_select(0, index), self.source.select(index), caches)
 
-
-def reorder_state(state: Any, index: Tensor) -> Any:
-    """Select hypotheses `index` (N',) along dim 0 of every tensor in the (nested) decoding state.
-
-    The one place where beam search reorders or shrinks the cache. `PerSentence` entries follow the
-    sentences of the selected hypotheses; a `KVCache` records the selection, applied (with no extra
-    copy) when the next step appends to it.
-    """
-    if isinstance(state, Tensor):
-        return state.index_select(0, index)
-    if isinstance(state, (PerSentence, KVCache)):
-        return state.select(index)
-    if isinstance(state, dict):
-        return {k: reorder_state(v, index) for k, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(reorder_state(v, index) for v in state)
-    return state
+    def expand(self, k: int) -> "DecodingState":
+        """Each hypothesis becomes k consecutive ones (beam search after its first step); the source is
+        shared, not copied."""
+        if k == 1:
+            return self
+        index = torch.arange(self.prefix.size(0), device=self.prefix.device).repeat_interleave(k)
+        caches = None if self.caches is None else tuple(c.select(index) for c in self.caches)
+        return DecodingState(self.prefix.index_select(0, index), self.source.expand(k), caches)
 
 
 def count_parameters(model: nn.Module) -> int:

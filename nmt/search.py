@@ -1,9 +1,10 @@
 """Greedy and beam search over a batch of sources, with the model's incremental (KV-cached) state.
 
-The model is anything with `start_decoding(src) -> state` and `step(tokens, state) -> log_probs`
-(see `nmt.model.Transformer`); the state is reordered in one place, `reorder_state`. A model that
-also has `expand_state(state, k)` runs beam search's first step once per sentence and keeps
-per-sentence parts of its state (the source's keys and values) shared between a sentence's beams.
+The model is anything with `start_decoding(src) -> state` and `step(tokens, state) -> (log_probs, state)`
+(see `nmt.model.Transformer` and `Decoder` below); search changes the hypotheses a state holds only
+through its `select(index)` and `expand(k)`. Beam search runs its first step once per sentence and
+then expands each sentence to K beams, so that a state may share per-sentence parts (the source's
+keys and values) between a sentence's beams.
 
 Conventions: hypotheses are scored by their total log-probability including EOS; the length used
 by the length penalty counts the generated tokens including EOS. Sentences whose search is over
@@ -13,14 +14,33 @@ leave the batch, so the work shrinks as they finish.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from nmt.model import reorder_state
+from nmt.errors import ConfigError
 from nmt.vocab import BOS, EOS, PAD
 
 LENPEN_TYPES = ("gnmt", "power")
+
+
+class State(Protocol):
+    """A model's decoding state for N hypotheses."""
+
+    def select(self, index: Tensor) -> "State":
+        """Keep hypotheses `index` (N',): reorder, drop or repeat them."""
+
+    def expand(self, k: int) -> "State":
+        """Each hypothesis becomes k consecutive ones."""
+
+
+class Decoder(Protocol):
+    def start_decoding(self, src: Tensor) -> State:
+        """The state before the first token, one hypothesis per sentence of src (B, S)."""
+
+    def step(self, tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        """Feed tokens (N,): log-probabilities of the next token (N, V) and the next state."""
 
 
 @dataclass
@@ -38,6 +58,17 @@ class SearchConfig:
     max_len_a: float = 1.5  # output length limit: a * source_length + b (BPE tokens, EOS excluded)
     max_len_b: int = 10
     nbest: int = 1
+
+    def validate(self) -> "SearchConfig":
+        if self.beam < 1:
+            raise ConfigError(f"--beam must be at least 1, got {self.beam}")
+        if not 1 <= self.nbest <= self.beam:
+            raise ConfigError(f"--nbest {self.nbest} must be between 1 and --beam {self.beam}")
+        if self.lenpen_type not in LENPEN_TYPES:
+            raise ConfigError(f"--lenpen-type {self.lenpen_type!r}: use one of {', '.join(LENPEN_TYPES)}")
+        if self.max_len_a < 0 or self.max_len_b < 0:
+            raise ConfigError("--max-len-a and --max-len-b must not be negative")
+        return self
 
 
 def length_penalty(length: Tensor | float, alpha: float, kind: str = "gnmt") -> Tensor | float:
@@ -90,7 +121,7 @@ def restrict_tokens(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 
 
 @torch.inference_mode()
-def greedy_search(model, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
+def greedy_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Arg-max decoding of src (B, S); one hypothesis per sentence."""
     B = src.size(0)
     state = model.start_decoding(src)
@@ -102,7 +133,8 @@ def greedy_search(model, src: Tensor, cfg: SearchConfig, max_positions: int) -> 
     results: list[list[Hypothesis]] = [[] for _ in range(B)]
     t = 0
     while rows.numel():
-        log_probs = restrict_tokens(model.step(tokens, state)[:, None], limits[rows] <= t)[:, 0]  # (b, V)
+        log_probs, state = model.step(tokens, state)
+        log_probs = restrict_tokens(log_probs[:, None], limits[rows] <= t)[:, 0]  # (b, V)
         best_lp, tokens = log_probs.max(-1)  # (b,)
         totals = totals + best_lp
         done = (tokens == EOS) | (limits[rows] <= t)  # the limit ends a sentence even if EOS is impossible
@@ -113,27 +145,23 @@ def greedy_search(model, src: Tensor, cfg: SearchConfig, max_positions: int) -> 
         if done.any():
             keep = (~done).nonzero().flatten()
             rows, tokens, history, totals = rows[keep], tokens[keep], history[keep], totals[keep]
-            state = reorder_state(state, keep)
+            state = state.select(keep)
         t += 1
     return results
 
 
 @torch.inference_mode()
-def beam_search(model, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
+def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Beam search of src (B, S); up to `cfg.nbest` hypotheses per sentence, best first.
 
     A sentence's search ends when K hypotheses have ended in EOS (as in fairseq) or at its length limit.
     """
     B, K = src.size(0), cfg.beam
     device = src.device
+    # All beams start identical: the first step runs once per sentence, whose state is expanded to
+    # K beams after it.
     state = model.start_decoding(src)
-    # All beams start identical. A model that can share per-sentence state between beams
-    # (`expand_state`) runs the first step once per sentence and is expanded to K beams after it;
-    # otherwise the state is copied K times now and the first step runs K identical rows.
-    expand = getattr(model, "expand_state", None)
-    width = 1 if expand is not None else K  # hypotheses per sentence in the state
-    if width == K:
-        state = reorder_state(state, torch.arange(B, device=device).repeat_interleave(K))
+    width = 1  # hypotheses per sentence in the state
     limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions)  # (B,)
     rows = torch.arange(B, device=device)  # sentence of each active sentence slot
     tokens = torch.full((B * width,), BOS, dtype=torch.long, device=device)
@@ -145,7 +173,8 @@ def beam_search(model, src: Tensor, cfg: SearchConfig, max_positions: int) -> li
     t = 0
     while rows.numel():
         b = rows.numel()
-        log_probs = restrict_tokens(model.step(tokens, state).view(b, width, -1), limits[rows] <= t)
+        log_probs, state = model.step(tokens, state)
+        log_probs = restrict_tokens(log_probs.view(b, width, -1), limits[rows] <= t)
         cand_scores, cand_beams, cand_tokens = beam_step(scores[:, :width], log_probs, 2 * K, inplace=True)  # (b, 2K)
         n_finished += finalize(finished, rows, history, cand_scores, cand_beams, cand_tokens, t, cfg)
         scores, beams, tokens = select_alive(cand_scores, cand_beams, cand_tokens, K)  # (b, K)
@@ -156,11 +185,11 @@ def beam_search(model, src: Tensor, cfg: SearchConfig, max_positions: int) -> li
         done |= torch.isinf(scores).all(1)
         keep = (~done).nonzero().flatten()  # (b',)
         if width < K:  # after the shared first step: each kept sentence's row becomes its K beams
-            state = expand(reorder_state(state, keep) if keep.numel() < b else state, K)
+            state = (state.select(keep) if keep.numel() < b else state).expand(K)
             width = K
         else:
-            order = (keep[:, None] * K + beams[keep]).flatten()  # (b' * K,) rows of the cache to carry on
-            state = reorder_state(state, order)
+            order = (keep[:, None] * K + beams[keep]).flatten()  # (b' * K,) rows of the state to carry on
+            state = state.select(order)
         rows, scores, history, tokens = rows[keep], scores[keep], history[keep], tokens[keep].flatten()
         n_finished = n_finished[keep]
         t += 1
@@ -204,7 +233,7 @@ def select_alive(cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, K
     return scores, cand_beams.gather(1, pick), cand_tokens.gather(1, pick)
 
 
-def search(model, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
+def search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Greedy search for beam 1 (and nbest 1), beam search otherwise."""
     if cfg.beam == 1 and cfg.nbest == 1:
         return greedy_search(model, src, cfg, max_positions)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.batching import Batch, collate, make_batches, shard
+from nmt.batching import Batch, collate, group_updates, make_batches, shard
 from nmt.vocab import BOS, EOS, PAD
 from nmt.errors import InputError
 
@@ -192,3 +192,15 @@ def test_vectorised_collate_matches_pair_by_pair(dtype):
             s, t = pairs[i]
             assert a.src[row].tolist() == s + [EOS] + [PAD] * (a.src.shape[1] - len(s) - 1)
             assert a.tgt_in[row].tolist() == [BOS] + t + [PAD] * (a.tgt_in.shape[1] - len(t) - 1)
+
+
+@pytest.mark.parametrize("update_tokens", [1, 10, 25, 1000])
+def test_group_updates_covers_batches_in_order(update_tokens):
+    lengths = np.array([3, 4, 5, 6, 7, 8])
+    batches = [np.array([0, 1]), np.array([2]), np.array([3, 4]), np.array([5])]
+    groups = group_updates(batches, lengths, update_tokens)
+    assert [i for g in groups for i in g] == list(range(len(batches)))
+    tokens = [sum(int(lengths[batches[i]].sum()) + len(batches[i]) for i in g) for g in groups]
+    assert all(t >= update_tokens for t in tokens[:-1])
+    # a group closes as soon as it reaches the budget
+    assert all(t - (int(lengths[batches[g[-1]]].sum()) + len(batches[g[-1]])) < update_tokens for t, g in zip(tokens, groups))

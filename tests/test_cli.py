@@ -295,3 +295,44 @@ def test_translate_streams_line_by_line(tiny_checkpoint):
             proc.kill()
             proc.wait()
     assert got.empty()
+
+
+# -- nmt train's options and the config fields -----------------------------------------------------
+
+
+def train_options() -> dict[str, list[str]]:
+    """Python name -> option strings of each `nmt train` option."""
+    import typer.main
+
+    from nmt.cli import app
+
+    command = typer.main.get_command(app).commands["train"]
+    return {p.name: p.opts for p in command.params}
+
+
+def test_every_config_field_is_a_train_option_and_back():
+    """A field is declared once, in nmt/config.py: `nmt train` has an option for each (named like it,
+    or as TRAIN_OPTION_FIELDS says), and every other option is a launcher option."""
+    from dataclasses import fields
+
+    from nmt.cli import TRAIN_LAUNCH_OPTIONS, TRAIN_OPTION_FIELDS
+    from nmt.config import ModelConfig, TrainConfig
+
+    options = train_options()
+    settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {"vocab_size"}  # from the data
+    as_fields = {TRAIN_OPTION_FIELDS.get(name, name) for name in options}
+    assert settable - as_fields == set(), "config fields without an option"
+    assert as_fields - settable - TRAIN_LAUNCH_OPTIONS == set(), "options that set nothing"
+    for name, opts in options.items():  # the option string is the name, dashed
+        assert f"--{name.replace('_', '-')}" in opts
+
+
+def test_train_options_reach_the_config(tiny_data, tmp_path):
+    """Options the other train tests do not set end up in the stored configs."""
+    ok(nmt("train", "--data", str(tiny_data), "--out", str(tmp_path), "--preset", "tiny", "--max-updates", "1",
+           "--layers", "1", "--decoder-layers", "2", "--heads", "2", "--adam-betas", "0.8", "0.9", "--adam-eps", "1e-7",
+           "--max-epochs", "3", "--norm", "post", "--threads", "1"))
+    ckpt = checkpoint.load(checkpoint.latest(tmp_path))
+    model, train = ckpt["model_config"], ckpt["train_config"]
+    assert (model["encoder_layers"], model["decoder_layers"], model["n_heads"], model["norm"]) == (1, 2, 2, "post")
+    assert (train["adam_betas"], train["adam_eps"], train["max_epochs"]) == ([0.8, 0.9], 1e-7, 3)

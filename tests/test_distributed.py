@@ -21,7 +21,8 @@ from conftest import prepare_sample
 
 from nmt import checkpoint
 from nmt.errors import ConfigError
-from nmt.train import torchrun_env, train, workers
+from nmt.distributed import torchrun_env, workers
+from nmt.train import train
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)

@@ -22,7 +22,8 @@ from nmt.config import ModelConfig, TrainConfig, to_dict
 from nmt.errors import ConfigError, InputError
 from nmt.model import Transformer
 from nmt.search import SearchConfig
-from nmt.translate import Translator, prepare_model
+from nmt.kernels import prepare_model
+from nmt.translate import Translator
 
 N_LINES = 50
 
@@ -238,7 +239,7 @@ def test_missing_ctranslate2_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_int8_quantises_every_linear_and_the_output_projection(tiny_checkpoint):
-    from nmt.translate import Int8Linear
+    from nmt.kernels import Int8Linear
 
     model = checkpoint.build_model(checkpoint.load(tiny_checkpoint))
     n_linear = sum(type(m) is torch.nn.Linear for m in model.modules())
@@ -339,7 +340,7 @@ def test_shared_beam_state_equals_copied_state(tiny_checkpoint, sample_lines, be
 
 
 def test_packed_model_computes_the_same_log_probs(tiny_checkpoint, sample_lines):
-    from nmt.translate import PackedLinear, onednn_available
+    from nmt.kernels import PackedLinear, onednn_available
 
     if not onednn_available():
         pytest.skip("this torch has no oneDNN")

@@ -8,7 +8,7 @@ import torch
 from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig, PRESETS, TrainConfig, from_dict, from_preset, to_dict
 from nmt.errors import ConfigError
-from nmt.model import Sublayer, Transformer, count_parameters, reorder_state, sinusoidal_table
+from nmt.model import KVCache, Sublayer, Transformer, count_parameters, sinusoidal_table
 
 V, D, H, FF, P = 13, 16, 4, 24, 32  # tiny: vocabulary, d_model, heads, d_ff, max_positions
 NORMS = ["pre", "post"]
@@ -170,7 +170,7 @@ def test_layer_outputs_normalised_only_in_post_norm(norm):
     """Post-LN: every layer ends in a LayerNorm (weight 1, bias 0 at init); pre-LN: only the stacks do."""
     model = tiny(norm)
     outputs = []
-    hooks = [layer.register_forward_hook(lambda m, i, o: outputs.append(o))
+    hooks = [layer.register_forward_hook(lambda m, i, o: outputs.append(getattr(o, "x", o)))
              for layer in list(model.encoder) + list(model.decoder)]
     with torch.no_grad():
         model(SRC, TGT)
@@ -239,7 +239,7 @@ def test_output_projection_is_the_embedding_matrix():
         memory, mask = model.encode(src)
         x = model.embed_tokens(tgt)
         for layer, kv in zip(model.decoder, model.memory_kv(memory)):
-            x = layer(x, kv, mask)
+            x = layer(x, kv, mask).x
         h = model.decoder_norm(x)
         torch.testing.assert_close(before, h @ model.embed.weight.T, atol=1e-5, rtol=0)
         # Move one row of the embedding: only that token's logit changes (its input embedding is unused).
@@ -342,7 +342,7 @@ def test_step_past_max_positions_raises():
     with torch.no_grad():
         state = model.start_decoding(batch([4, EOS]))
         for _ in range(P):
-            model.step(torch.tensor([5]), state)
+            _, state = model.step(torch.tensor([5]), state)
         with pytest.raises(ValueError):
             model.step(torch.tensor([5]), state)
 
@@ -357,15 +357,17 @@ def test_step_equals_full_recomputation(norm, positions, use_cache):
     with torch.no_grad():
         full = model(SRC, TGT).log_softmax(-1)  # (B, T, V)
         state = model.start_decoding(SRC, use_cache=use_cache)
-        assert ("self_kv" in state) == use_cache
+        assert (state.caches is not None) == use_cache
         for t in range(TGT.size(1)):
-            lp = model.step(TGT[:, t], state)
+            before = state
+            lp, state = model.step(TGT[:, t], state)
             assert lp.shape == (2, V)
             torch.testing.assert_close(lp, full[:, t], atol=1e-5, rtol=0)
-            assert state["prefix"].tolist() == TGT[:, : t + 1].tolist()
+            assert state.prefix.tolist() == TGT[:, : t + 1].tolist()
+            assert before.prefix.size(1) == t  # stepping leaves the given state as it was
         if use_cache:
-            for cache in state["self_kv"]:
-                assert cache["k"].shape == (2, H, TGT.size(1), D // H)
+            for cache in state.caches:
+                assert cache.k.shape == (2, H, TGT.size(1), D // H)
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -381,30 +383,49 @@ def test_reorder_state_then_step(norm, use_cache, index):
         full = model(src, tgt).log_softmax(-1)
         state = model.start_decoding(src, use_cache=use_cache)
         for t in range(2):
-            model.step(tgt[:, t], state)
-        state = reorder_state(state, idx)
-        assert state["prefix"].tolist() == tgt[idx, :2].tolist()
+            _, state = model.step(tgt[:, t], state)
+        state = state.select(idx)
+        assert state.prefix.tolist() == tgt[idx, :2].tolist()
         for t in range(2, tgt.size(1)):
-            lp = model.step(tgt[idx, t], state)
+            lp, state = model.step(tgt[idx, t], state)
             torch.testing.assert_close(lp, full[idx, t], atol=1e-5, rtol=0)
 
 
-def test_reorder_state_nested_structures():
-    a = torch.arange(6).view(3, 2)
-    state = {"x": a, "l": [{"k": a * 10}, (a, a + 1)], "n": 7, "s": "keep"}
-    out = reorder_state(state, torch.tensor([2, 0]))
-    assert out["x"].tolist() == [[4, 5], [0, 1]]
-    assert out["l"][0]["k"].tolist() == [[40, 50], [0, 10]]
-    assert isinstance(out["l"][1], tuple) and out["l"][1][1].tolist() == [[5, 6], [1, 2]]
-    assert out["n"] == 7 and out["s"] == "keep"
-    assert state["x"].tolist() == a.tolist()  # the input is not modified
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("k, index", [(2, [0, 1, 2, 3, 4, 5]), (2, [5, 4, 1, 0]), (3, [3, 4, 5, 0, 1, 2, 6, 7, 8])])
+def test_expand_then_select_then_step(use_cache, k, index):
+    """Expanding each sentence to k hypotheses (the source shared, not copied), selecting whole groups of
+    hypotheses (as beam search does) and stepping = stepping the same rows of a plain batch."""
+    model = tiny()
+    src = batch([4, 5, 6, EOS], [8, EOS], [9, 10, 11, 12, 4, EOS])
+    tgt = batch([BOS, 5, 6, 7], [BOS, 9, 10, 11], [BOS, 12, 11, 10])
+    rows = torch.arange(3).repeat_interleave(k)[torch.tensor(index)]  # the sentence of each kept hypothesis
+    with torch.no_grad():
+        full = model(src[rows], tgt[rows]).log_softmax(-1)
+        _, state = model.step(tgt[:, 0], model.start_decoding(src, use_cache=use_cache))
+        state = state.expand(k)
+        assert state.source.group == k and state.source.mask.size(0) == 3  # shared per sentence
+        state = state.select(torch.tensor(index))
+        assert state.prefix.tolist() == tgt[rows, :1].tolist()
+        for t in range(1, tgt.size(1)):
+            lp, state = model.step(tgt[rows, t], state)
+            torch.testing.assert_close(lp, full[:, t], atol=1e-5, rtol=0)
+
+
+def test_kv_cache_selection_is_deferred_and_composed():
+    k = torch.arange(4.0).view(4, 1, 1, 1)
+    cache = KVCache(k, -k).select(torch.tensor([3, 1, 1])).select(torch.tensor([2, 0]))
+    assert cache.k is k and cache.order.tolist() == [1, 3]  # nothing copied yet
+    grown = cache.append(torch.full((2, 1, 1, 1), 9.0), torch.full((2, 1, 1, 1), -9.0))
+    assert grown.k[:, 0, :, 0].tolist() == [[1.0, 9.0], [3.0, 9.0]] and grown.order is None
+    assert grown.v[:, 0, :, 0].tolist() == [[-1.0, -9.0], [-3.0, -9.0]]
+    assert KVCache().select(torch.tensor([0])) == KVCache()  # empty before the first step
 
 
 def test_step_log_probs_normalised():
     model = tiny()
     with torch.no_grad():
-        state = model.start_decoding(SRC)
-        lp = model.step(torch.full((2,), BOS), state)
+        lp, _ = model.step(torch.full((2,), BOS), model.start_decoding(SRC))
     torch.testing.assert_close(lp.exp().sum(-1), torch.ones(2), atol=1e-5, rtol=0)
     assert lp.dtype == torch.float32
 

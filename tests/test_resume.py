@@ -1,5 +1,7 @@
 """Exact resumption: straight vs stopped-and-resumed runs give identical parameters (torch.equal), after a
 normal stop, Ctrl-C (SIGINT) and kill -9, with dropout on; a failed checkpoint write leaves a loadable one.
+Each resumed run must train only the updates that were left (a restart from scratch reaches the same
+parameters, so equality alone cannot tell the two apart).
 
 Runs use one CPU thread (in this process and in the subprocesses), so both sides do the same arithmetic.
 """
@@ -21,6 +23,7 @@ from conftest import prepare_sample, torch_threads
 from nmt import checkpoint
 from nmt.errors import CheckpointError
 from nmt.train import train
+from nmt.trainer import Trainer
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)  # dropout 0.1 (tiny preset)
 TRAIN = dict(max_tokens=256, update_tokens=600, warmup=10, log_interval=1, valid_interval=1000, save_interval=1000,
@@ -43,13 +46,27 @@ def run(data: Path, out: Path, max_updates: int, **overrides) -> Path:
     return result.checkpoint
 
 
+def resume(data: Path, out: Path, max_updates: int, **overrides) -> Path:
+    """Rerun on `out`, which holds a checkpoint: the run must go on from it, training only the rest."""
+    start = checkpoint.load(checkpoint.latest(out))["updates"]
+    logged = len(logged_updates(out, "loss"))
+    path = run(data, out, max_updates, **overrides)
+    assert logged_updates(out, "loss")[logged:] == list(range(start + 1, max_updates + 1)), "the run did not resume"
+    return path
+
+
 def assert_identical(a: Path, b: Path) -> None:
     ca, cb = checkpoint.load(a), checkpoint.load(b)
-    assert ca["updates"] == cb["updates"]
+    for key in ("updates", "epoch", "position"):
+        assert ca[key] == cb[key], key
+    assert ca["model"].keys() == cb["model"].keys()
     for name, tensor in ca["model"].items():
         assert torch.equal(tensor, cb["model"][name]), f"{name} differs between {a} and {b}"
-    for (ka, sa), (kb, sb) in zip(ca["optimizer"]["state"].items(), cb["optimizer"]["state"].items()):
-        assert all(torch.equal(sa[k], sb[k]) for k in sa), f"Adam state of parameter {ka} differs"
+    sa, sb = ca["optimizer"]["state"], cb["optimizer"]["state"]
+    assert sa.keys() == sb.keys() and ca["optimizer"]["param_groups"] == cb["optimizer"]["param_groups"]
+    for param in sa:
+        assert sa[param].keys() == sb[param].keys()
+        assert all(torch.equal(sa[param][k], sb[param][k]) for k in sa[param]), f"Adam state of parameter {param} differs"
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +87,17 @@ def test_stop_and_resume_gives_identical_parameters(data, tmp_path, reference):
     k = 10
     first = run(data, tmp_path, k)
     assert checkpoint.load(first)["updates"] == k
-    assert_identical(run(data, tmp_path, 2 * k), reference(2 * k))
+    assert_identical(resume(data, tmp_path, 2 * k), reference(2 * k))
+
+
+def test_a_restart_from_scratch_is_not_taken_for_a_resume(data, tmp_path, reference, monkeypatch):
+    """The check above on a deliberately broken `restore` that loads nothing: training restarts from
+    update 0 and reaches the reference parameters all the same, so only the log can tell."""
+    run(data, tmp_path, 3)
+    monkeypatch.setattr(Trainer, "restore", lambda self, path: None)
+    with pytest.raises(AssertionError, match="the run did not resume"):
+        resume(data, tmp_path, 6)
+    assert_identical(checkpoint.latest(tmp_path), reference(6))  # equality alone would have passed
 
 
 def start_cli(data: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -91,12 +118,14 @@ def wait_for_update(proc: subprocess.Popen, out: Path, update: int, timeout: flo
     pytest.fail(f"no update {update} logged within {timeout}s")
 
 
-def logged_updates(out: Path) -> list[int]:
+def logged_updates(out: Path, key: str = "update") -> list[int]:
+    """The updates of the log's records (those with `key`: "loss" for the training records alone)."""
     path = out / "log.jsonl"
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["update"] for line in lines if line.endswith("}")]  # the last line may be half-written
+    records = [json.loads(line) for line in lines if line.endswith("}")]  # the last line may be half-written
+    return [r["update"] for r in records if key in r]
 
 
 @pytest.mark.slow
@@ -111,7 +140,7 @@ def test_ctrl_c_or_sigterm_checkpoints_the_last_completed_update(data, tmp_path,
     n = checkpoint.load(saved)["updates"]
     assert n == max(logged_updates(tmp_path)) >= 3  # the update under way when Ctrl-C came was finished and saved
     assert f"interrupted at update {n}" in stderr and "run the same command to resume" in stderr
-    assert_identical(run(data, tmp_path, n + 2), reference(n + 2))
+    assert_identical(resume(data, tmp_path, n + 2), reference(n + 2))
 
 
 @pytest.mark.slow
@@ -124,7 +153,7 @@ def test_kill_9_between_checkpoints_resumes_from_the_last_one(data, tmp_path, re
     last = checkpoint.load(saved)["updates"]
     assert last >= 4 and last % 2 == 0
     assert max(logged_updates(tmp_path)) >= last  # (> in practice: the kill lands between checkpoints)
-    assert_identical(run(data, tmp_path, last + 3), reference(last + 3))
+    assert_identical(resume(data, tmp_path, last + 3), reference(last + 3))
 
 
 def test_failed_checkpoint_write_leaves_the_previous_one_loadable(data, tmp_path, monkeypatch, reference):
@@ -150,4 +179,4 @@ def test_failed_checkpoint_write_leaves_the_previous_one_loadable(data, tmp_path
     # kill -9 during a write leaves its temporary file: it must not be taken for a checkpoint.
     (tmp_path / ".checkpoint_00000004.pt.x1y2z3.tmp").write_bytes(b"PK\x03\x04 truncated")
     assert checkpoint.latest(tmp_path).name == "checkpoint_00000002.pt"
-    assert_identical(run(data, tmp_path, 4, save_interval=2, valid_bleu_sentences=0), reference(4))
+    assert_identical(resume(data, tmp_path, 4, save_interval=2, valid_bleu_sentences=0), reference(4))

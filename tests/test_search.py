@@ -5,6 +5,7 @@ and score below is worked out by hand in the comments; lenpen 0 means scores are
 """
 
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -32,6 +33,18 @@ log = math.log
 
 
 
+@dataclass(frozen=True)
+class TableState:
+    sid: torch.Tensor  # (N,) the sentence id of each hypothesis
+    prefix: torch.Tensor  # (N, t)
+
+    def select(self, index):
+        return TableState(self.sid[index], self.prefix[index])
+
+    def expand(self, k):
+        return self.select(torch.arange(self.sid.size(0)).repeat_interleave(k))
+
+
 class TableModel:
     """P(next token | sentence, generated prefix) read from a table.
 
@@ -47,11 +60,11 @@ class TableModel:
         self.max_steps = max_steps  # a search that does not stop fails instead of hanging
 
     def start_decoding(self, src):
-        return {"sid": src[:, 0].clone(), "prefix": src.new_zeros(src.size(0), 0)}
+        return TableState(src[:, 0].clone(), src.new_zeros(src.size(0), 0))
 
     def step(self, tokens, state):
-        prefix = torch.cat([state["prefix"], tokens[:, None]], dim=1)
-        state["prefix"] = prefix
+        prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
+        state = TableState(state.sid, prefix)
         self.steps += 1
         self.rows.append(tokens.size(0))
         if self.steps > self.max_steps:
@@ -59,12 +72,12 @@ class TableModel:
         out = torch.full((tokens.size(0), V), NEG_INF)
         for n in range(tokens.size(0)):
             assert prefix[n, 0].item() == BOS
-            table = self.tables[state["sid"][n].item()]
+            table = self.tables[state.sid[n].item()]
             dist = table.get(tuple(prefix[n, 1:].tolist()), table.get(None, {EOS: 1.0}))
             assert sum(dist.values()) == pytest.approx(1.0)
             for token, p in dist.items():
                 out[n, token] = log(p)
-        return out
+        return out, state
 
 
 # sentence id (first source token) -> table
@@ -392,7 +405,9 @@ def test_finished_sentences_leave_the_batch(fn, beam):
     src = torch.tensor([[SIMPLE, EOS, PAD, PAD, PAD], [LOOP, 7, 7, 7, EOS]])
     out = fn(model, src, SearchConfig(beam=beam, lenpen=0.0, max_len_a=1.0, max_len_b=2), 1024)
     assert [h[0].tokens for h in out] == [[A, B_], [A] * 6]
-    assert model.rows == [2 * beam] * 3 + [beam] * 4
+    # The first step runs once per sentence (all beams start identical); then 2 sentences x beam
+    # rows until SIMPLE ends after t = 2, then LOOP's beam alone.
+    assert model.rows == [2] + [2 * beam] * 2 + [beam] * 4
 
 
 def test_beam_stops_when_no_beam_is_alive():

@@ -1,5 +1,5 @@
-"""Learning-rate schedule, label-smoothed loss and update grouping (no data needed); then short runs of a
-tiny model: validation BLEU, best checkpoint, patience, NaN handling, TensorBoard, precision, the CLI."""
+"""Learning-rate schedule (no data needed); then short runs of a tiny model: validation BLEU, best
+checkpoint, patience, NaN handling, TensorBoard, precision, the CLI (nmt.train and nmt.trainer)."""
 
 import json
 import math
@@ -12,13 +12,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import nmt.train as train_module
+import nmt.trainer as trainer_module
 from conftest import prepare_sample
 from nmt import checkpoint
 from nmt.vocab import PAD
 from nmt.config import TrainConfig, from_dict, to_dict
 from nmt.errors import ConfigError
-from nmt.train import TrainingDiverged, group_updates, label_smoothed_loss, learning_rate, resolve_precision, train
+from nmt.errors import TrainingDiverged
+from nmt.train import train
+from nmt.trainer import learning_rate
 
 
 @pytest.mark.parametrize(
@@ -43,42 +45,6 @@ def test_learning_rate_peaks_at_warmup():
     rates = [learning_rate(s, 512, 1.0, 4000) for s in range(1, 20000, 7)]
     peak_step = 1 + 7 * int(np.argmax(rates))
     assert abs(peak_step - 4000) <= 7
-
-
-def test_label_smoothing_hand_computed():
-    # V = 4, one real target (token 2) and one PAD target that must not count.
-    logits = torch.tensor([[math.log(0.1), math.log(0.2), math.log(0.6), math.log(0.1)],
-                           [5.0, 1.0, 1.0, 1.0]])
-    target = torch.tensor([2, PAD])
-    eps = 0.1
-    loss, nll = label_smoothed_loss(logits, target, eps)
-    hand_nll = -math.log(0.6)
-    hand_smooth = -(math.log(0.1) + math.log(0.2) + math.log(0.6) + math.log(0.1)) / 4
-    assert nll.item() == pytest.approx(hand_nll, abs=1e-6)
-    assert loss.item() == pytest.approx((1 - eps) * hand_nll + eps * hand_smooth, abs=1e-6)
-
-
-@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
-def test_label_smoothing_matches_torch(eps):
-    torch.manual_seed(0)
-    logits = torch.randn(12, 9)
-    target = torch.randint(1, 9, (12,))
-    target[[3, 7]] = PAD
-    loss, _ = label_smoothed_loss(logits, target, eps)
-    ref = F.cross_entropy(logits, target, ignore_index=PAD, label_smoothing=eps, reduction="sum")
-    assert loss.item() == pytest.approx(ref.item(), rel=1e-5)
-
-
-@pytest.mark.parametrize("update_tokens", [1, 10, 25, 1000])
-def test_group_updates_covers_batches_in_order(update_tokens):
-    lengths = np.array([3, 4, 5, 6, 7, 8])
-    batches = [np.array([0, 1]), np.array([2]), np.array([3, 4]), np.array([5])]
-    groups = group_updates(batches, lengths, update_tokens)
-    assert [i for g in groups for i in g] == list(range(len(batches)))
-    tokens = [sum(int(lengths[batches[i]].sum()) + len(batches[i]) for i in g) for g in groups]
-    assert all(t >= update_tokens for t in tokens[:-1])
-    # a group closes as soon as it reaches the budget
-    assert all(t - (int(lengths[batches[g[-1]]].sum()) + len(batches[g[-1]])) < update_tokens for t, g in zip(tokens, groups))
 
 
 # -- training runs on a tiny model (one CPU thread) ----------------------------------------------
@@ -122,7 +88,7 @@ def test_validation_bleu_and_best_checkpoint(data, tmp_path):
 
 def test_patience_stops_after_validations_without_improvement(data, tmp_path, monkeypatch):
     scores = iter([10.0, 12.0, 11.0, 12.0, 30.0])  # best at the 2nd validation; the 3rd and 4th do not beat it
-    monkeypatch.setattr(train_module, "corpus_bleu", lambda hyps, refs: next(scores))
+    monkeypatch.setattr(trainer_module, "corpus_bleu", lambda hyps, refs: next(scores))
     events = []
     result = run(data, tmp_path, events, max_updates=50, valid_interval=1, patience=2)
     assert result.updates == 4 and result.stopped == "patience"
@@ -133,7 +99,7 @@ def test_patience_stops_after_validations_without_improvement(data, tmp_path, mo
 
 def poisoned_loss(bad_calls):
     """label_smoothed_loss that returns NaN on the listed calls (1-based)."""
-    real = train_module.label_smoothed_loss
+    real = trainer_module.label_smoothed_loss
     calls = {"n": 0}
 
     def loss(logits, target, epsilon):
@@ -145,7 +111,7 @@ def poisoned_loss(bad_calls):
 
 
 def test_a_nan_loss_skips_the_update(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(train_module, "label_smoothed_loss", poisoned_loss({3}))
+    monkeypatch.setattr(trainer_module, "label_smoothed_loss", poisoned_loss({3}))
     events = []
     result = run(data, tmp_path, events, max_updates=5, valid_bleu_sentences=0)
     assert result.updates == 5
@@ -157,7 +123,7 @@ def test_a_nan_loss_skips_the_update(data, tmp_path, monkeypatch):
 
 
 def test_a_persistent_nan_stops_training_naming_the_last_good_checkpoint(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(train_module, "label_smoothed_loss", poisoned_loss(set(range(3, 100))))
+    monkeypatch.setattr(trainer_module, "label_smoothed_loss", poisoned_loss(set(range(3, 100))))
     with pytest.raises(TrainingDiverged) as caught:
         run(data, tmp_path, max_updates=20, save_interval=1, max_bad_updates=3)
     message = str(caught.value)
@@ -201,23 +167,6 @@ def test_without_tensorboard_only_the_log_is_written(data, tmp_path, monkeypatch
     assert not (tmp_path / "tensorboard").exists()
 
 
-def test_precision_choice(monkeypatch):
-    cpu, gpu = torch.device("cpu"), torch.device("cuda")
-    assert resolve_precision("auto", cpu) == "fp32"
-    assert resolve_precision("bf16", cpu) == "bf16"
-    with pytest.raises(ConfigError, match="--precision fp16 needs a CUDA GPU"):
-        resolve_precision("fp16", cpu)
-    # (native, emulated) bf16: A100/H100 (True, True); V100/T4 (False, True); older (False, False)
-    for native, emulated, auto in [(True, True, "bf16"), (False, True, "fp16"), (False, False, "fp16")]:
-        monkeypatch.setattr(torch.cuda, "is_bf16_supported",
-                            lambda including_emulation=True, n=native, e=emulated: e if including_emulation else n)
-        assert resolve_precision("auto", gpu) == auto
-        if emulated:
-            assert resolve_precision("bf16", gpu) == "bf16"  # asked for explicitly: allowed, if slow
-    with pytest.raises(ConfigError, match="no bfloat16 support"):
-        resolve_precision("bf16", gpu)
-
-
 def test_bf16_autocast_trains_on_the_cpu(data, tmp_path):
     result = run(data, tmp_path, max_updates=2, precision="bf16", valid_bleu_sentences=2)
     ckpt = checkpoint.load(result.checkpoint)
@@ -252,24 +201,3 @@ def test_cli_train_with_the_new_options(data, tmp_path):
     assert (stored["valid_beam"], stored["valid_bleu_sentences"], stored["patience"], stored["max_bad_updates"],
             stored["precision"]) == (2, 3, 4, 7, "fp32")
     assert "valid_bleu" in log_records(tmp_path)[-1]
-
-
-@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
-@pytest.mark.parametrize("weights", [(1.0, 0.0), (0.0, 1.0), (0.7, -0.4)])
-def test_label_smoothing_gradient_matches_autograd(eps, weights):
-    """The fused backward equals autograd through log_softmax, for the loss, the NLL and a mix."""
-    torch.manual_seed(1)
-    logits = torch.randn(10, 7, dtype=torch.float64)
-    target = torch.randint(1, 7, (10,))
-    target[[2, 5]] = PAD
-    fused = logits.clone().requires_grad_()
-    loss, nll = label_smoothed_loss(fused, target, eps)
-    (weights[0] * loss + weights[1] * nll).backward()
-    ref = logits.clone().requires_grad_()
-    lp = ref.log_softmax(-1)
-    real = target != PAD
-    ref_nll = -lp.gather(1, target[:, None]).squeeze(1)[real].sum()
-    ref_loss = ((1 - eps) * -lp.gather(1, target[:, None]).squeeze(1) - eps * lp.mean(-1))[real].sum()
-    (weights[0] * ref_loss + weights[1] * ref_nll).backward()
-    assert torch.allclose(fused.grad, ref.grad, atol=1e-12)
-    assert fused.grad[[2, 5]].abs().max() == 0

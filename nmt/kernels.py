@@ -1,0 +1,150 @@
+"""CPU inference kernels and precisions: oneDNN pre-packed fp32 linear layers, dynamic int8
+quantisation with direct kernel calls, and fp16/bf16 models on CUDA (`prepare_model`)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import torch
+from torch import nn
+
+from nmt.device import inference_precision
+from nmt.errors import ConfigError
+
+
+def prepare_model(model, precision: str = "fp32", device: str | torch.device = "cpu", int8_output: bool = True,
+                  pack: bool = True):
+    """Move a model (in eval mode) to `device` and make it ready for inference in `precision`.
+
+    fp32 on the CPU: the linear layers and the tied output projection get oneDNN pre-packed weights
+    (`PackedLinear`, same function, faster matrix products) when torch has oneDNN and `pack`.
+    int8: dynamic quantisation of every nn.Linear (weights int8 per output channel, activations
+    quantised on the fly), and, with `int8_output`, of the tied output projection too (through an
+    int8 copy of the embedding table; the embedding lookups stay fp32).
+    fp16 / bf16 (CUDA): the whole model in that precision; log-probabilities and scores stay fp32.
+    The model is for inference only afterwards.
+    """
+    device = torch.device(device)
+    precision = inference_precision(precision, device)
+    model = model.to(device).eval()
+    if precision == "fp16":
+        model = model.half()
+    elif precision == "bf16":
+        model = model.to(torch.bfloat16)
+    elif precision == "int8":
+        model = quantize_int8(model, output=int8_output)
+    elif device.type == "cpu" and pack and onednn_available():
+        model.use_output_projection()
+        replace_linears(model, PackedLinear.from_linear)
+    return model
+
+
+def onednn_available() -> bool:
+    """Whether this torch can run `PackedLinear` (oneDNN pre-packed fp32 linear layers)."""
+    try:
+        return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    except (AttributeError, RuntimeError):
+        return False
+
+
+class PackedLinear(torch.nn.Module):
+    """`nn.Linear` for CPU inference with its weight pre-packed in oneDNN's blocked layout.
+
+    The same function (fp32, results equal to rounding); faster because oneDNN's matrix product with a
+    pre-packed weight runs about twice as fast as torch's default BLAS path on the CPUs we measured
+    (docs/benchmarks-translate.md). No autograd, no state dict entries: build it from a trained layer.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None):
+        super().__init__()
+        self.in_features, self.out_features = weight.size(1), weight.size(0)
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().float().contiguous())
+        self.bias = None if bias is None else bias.detach().float().contiguous()
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "PackedLinear":
+        return cls(linear.weight, linear.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def replace_linears(module: torch.nn.Module, make) -> None:
+    """Replace every nn.Linear below `module` (in place) by `make(linear)`."""
+    replace_modules(module, torch.nn.Linear, make)
+
+
+def replace_modules(module: torch.nn.Module, kind: type, make) -> None:
+    """Replace every module of exactly type `kind` below `module` (in place) by `make(it)`."""
+    for name, child in module.named_children():
+        if type(child) is kind:
+            setattr(module, name, make(child))
+        else:
+            replace_modules(child, kind, make)
+
+
+def int8_engines() -> tuple[str, str]:
+    """The quantised-kernel backends for --int8: (output projection, other linear layers).
+
+    Measured on an AVX-512 VNNI CPU (docs/benchmarks-translate.md): oneDNN is fastest for the wide
+    output projection (d_model x vocabulary), fbgemm ("x86") for the d_model-sized layers at the
+    batch sizes of decoding. Either falls back to the other when this torch lacks it.
+    """
+    engines = torch.backends.quantized.supported_engines
+    have = [e for e in ("onednn", "x86", "fbgemm") if e in engines]
+    if not have:
+        raise ConfigError("--int8: this torch build has no x86 int8 kernels (onednn/fbgemm); translate without --int8")
+    small = next(e for e in ("x86", "fbgemm", "onednn") if e in have)
+    return have[0], small
+
+
+def quantize_int8(model, output: bool = True):
+    """Dynamic int8 quantisation (torch.ao.quantization.quantize_dynamic) of the linear layers, in place."""
+    try:
+        import torch.ao.nn.quantized.dynamic as nnqd
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    except ImportError:  # a torch without eager-mode quantisation
+        raise ConfigError(f"--int8: this torch ({torch.__version__}) has no dynamic quantisation; "
+                          "translate without --int8") from None
+    wide, small = int8_engines()
+    before = torch.backends.quantized.engine
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
+        try:  # the packed weights keep the backend they were made with
+            if output:
+                model.use_output_projection()
+                torch.backends.quantized.engine = wide
+                model.output_proj.qconfig = per_channel_dynamic_qconfig
+                model.output_proj = nnqd.Linear.from_float(model.output_proj)
+            torch.backends.quantized.engine = small
+            model = quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
+        finally:
+            torch.backends.quantized.engine = before
+    replace_modules(model, nnqd.Linear, Int8Linear.from_quantized)  # the output projection too
+    return model
+
+
+class Int8Linear(torch.nn.Module):
+    """A dynamically quantised linear layer (weights int8, activations quantised per call), calling the
+    kernel directly: torch's own module goes through Python-level checks on every call that cost
+    as much as a small layer's arithmetic during decoding."""
+
+    def __init__(self, packed, in_features: int, out_features: int):
+        super().__init__()
+        self.packed, self.in_features, self.out_features = packed, in_features, out_features
+        overload = torch.ops.quantized.linear_dynamic.default
+        self.op = getattr(overload, "_op", overload)  # the C++ callable, past the Python-level checks
+
+    @classmethod
+    def from_quantized(cls, module) -> "Int8Linear":
+        return cls(module._packed_params._packed_params, module.in_features, module.out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.op(x, self.packed, True)  # reduce_range=True, as torch's module (quantisation version 4)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"

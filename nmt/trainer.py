@@ -1,0 +1,543 @@
+"""One training process: the model, the optimiser and the run's progress (`TrainState`), the update
+(token-based gradient accumulation, mixed precision, skipped non-finite updates), validation (loss,
+perplexity, BLEU) with early stopping, checkpoints and the exact restore of all of it.
+
+Every rank computes the same epoch batches and update groups; rank r trains on its share of each
+update's batches, and DistributedDataParallel sums the gradients. Only rank 0 validates, logs,
+reports and writes files. Starting the processes is `nmt.train`'s job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from nmt import checkpoint
+from nmt.batching import collate, group_updates, make_batches, shard
+from nmt.bpe import Tokenizer
+from nmt.config import ModelConfig, TrainConfig, to_dict
+from nmt.dataset import ParallelDataset, data_identity
+from nmt.device import autocast, make_scaler, training_precision
+from nmt.distributed import Comm, StopSignal
+from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
+from nmt.evaluate import score
+from nmt.loss import label_smoothed_loss
+from nmt.model import Transformer, count_parameters
+from nmt.progress import Progress, ProgressFn, ignore
+from nmt.search import SearchConfig, search
+
+LOG_NAME = "log.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+
+
+@dataclass
+class TrainResult:
+    updates: int
+    epoch: int
+    checkpoint: Optional[Path]
+    valid_loss: Optional[float]
+    seconds: float
+    tokens_per_second: float
+    valid_bleu: Optional[float] = None
+    best_checkpoint: Optional[Path] = None
+    stopped: str = ""  # why training ended: max-updates, max-epochs, max-time or patience
+    rank: int = 0  # this process's rank: only rank 0's result speaks for the run
+
+
+# -- the recipe ----------------------------------------------------------------------------------
+
+
+def learning_rate(update: int, d_model: int, factor: float, warmup: int) -> float:
+    """lr = factor * d_model^-0.5 * min(update^-0.5, update * warmup^-1.5), for update >= 1."""
+    update = max(update, 1)
+    return factor * d_model ** -0.5 * min(update ** -0.5, update * warmup ** -1.5)
+
+
+def rng_state(device: torch.device) -> dict:
+    """Every random generator a run may draw from (dropout uses torch's), as checkpoint-safe data."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": list(random.getstate()),
+             "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "cached": float(cached)}}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
+    if "python" in state:  # checkpoints of older nmt versions hold torch's only
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in state:
+        s = state["numpy"]
+        keys = s["keys"].cpu().numpy().astype(np.uint32)
+        np.random.set_state(("MT19937", keys, s["pos"], s["has_gauss"], s["cached"]))
+
+
+def rank_seed(seed: int, rank: int, updates: int = 0) -> int:
+    """Dropout seed of rank r > 0: ranks must not draw the same masks."""
+    return seed + 1_000_003 * rank + 7919 * updates
+
+
+class Metrics:
+    """Figures as they happen: always OUT/log.jsonl; TensorBoard event files when tensorboard is installed."""
+
+    def __init__(self, out_dir: Path):
+        self.path = out_dir / LOG_NAME
+        self.board = open_tensorboard(out_dir / TENSORBOARD_DIR)
+
+    def write(self, record: dict, section: str) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.board is None:
+            return
+        for key, value in record.items():
+            if key != "update" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                # valid_bleu -> valid/bleu; tok/s -> train/tok_per_s (a slash would nest the chart)
+                name = key.removeprefix(f"{section}_").replace("/", "_per_")
+                self.board.add_scalar(f"{section}/{name}", value, record["update"])
+        self.board.flush()
+
+    def close(self) -> None:
+        if self.board is not None:
+            self.board.close()
+
+
+def open_tensorboard(log_dir: Path) -> Any:
+    """A SummaryWriter, or None when tensorboard is not installed (TensorBoard output is optional)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # ImportError, or a broken tensorboard/protobuf install: skip, as promised
+        return None
+    return SummaryWriter(log_dir=str(log_dir))
+
+
+def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
+    """sacreBLEU 13a cased, the first figure of `nmt eval`."""
+    return next(s.score for s in score(hyps, refs, "validation translations", "validation references")
+                if s.metric == "BLEU 13a cased")
+
+
+# -- training ------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainState:
+    """The run's progress: what a checkpoint stores and a resume restores, besides the model, the
+    optimiser, the loss scaler and the random generators. Saved as plain data, field by field."""
+
+    updates: int = 0
+    epoch: int = 0
+    position: int = 0  # the next update group within the epoch
+    valid_loss: Optional[float] = None
+    valid_bleu: Optional[float] = None
+    best_bleu: Optional[float] = None
+    bad_validations: int = 0  # validations since the best BLEU (for --patience)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_checkpoint(cls, ckpt: dict[str, Any], path: Path) -> "TrainState":
+        missing = [k for k in ("updates", "epoch", "position") if k not in ckpt]
+        if missing:
+            raise CheckpointError(f"{path}: a training checkpoint without {', '.join(missing)}; it is damaged; "
+                                  "move it out of the run folder to resume from the one before")
+        return cls(**{f.name: ckpt[f.name] for f in dataclasses.fields(cls) if f.name in ckpt})
+
+
+@dataclass
+class UpdateStats:
+    loss: float  # label-smoothed loss per target token
+    nll: float  # NLL per target token
+    tokens: int  # target tokens of the update, all ranks
+    gnorm: float  # gradient norm before clipping
+    applied: bool  # False when the update was skipped (non-finite loss, or fp16 overflow)
+
+
+class Trainer:
+    """One training process: model, optimiser, data order position, and the periodic side work."""
+
+    def __init__(self, data_dir: Path, out_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig,
+                 device: torch.device, progress: ProgressFn = ignore, comm: Optional[Comm] = None,
+                 stop: Optional[StopSignal] = None):
+        self.data_dir, self.out_dir = data_dir, out_dir
+        self.model_cfg, self.cfg, self.device = model_cfg, train_cfg, device
+        self.comm = comm or Comm(device=device)
+        self.is_main = self.comm.rank == 0
+        self.progress = progress if self.is_main else ignore
+        self.stop = stop or StopSignal()
+        self.train_data = ParallelDataset(data_dir, "train")
+        if len(self.train_data) == 0:
+            raise DataError(f"{data_dir}: the train split holds no pairs; check the filters of `nmt prepare`")
+        self.valid_data = ParallelDataset(data_dir, "valid") if (data_dir / "valid.idx").exists() else None
+        self.valid_index = self.fitting_valid_pairs()
+        self.identity = data_identity(data_dir)
+        self.bpe_model = (data_dir / "bpe.model").read_bytes()
+        self.precision = training_precision(train_cfg.precision, device)
+        torch.manual_seed(train_cfg.seed)
+        self.module = Transformer(model_cfg).to(device)
+        self.model: torch.nn.Module = self.module  # becomes the DistributedDataParallel wrapper in run()
+        if self.comm.rank > 0:
+            torch.manual_seed(rank_seed(train_cfg.seed, self.comm.rank))
+        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=0.0, betas=train_cfg.adam_betas, eps=train_cfg.adam_eps)
+        self.scaler = make_scaler(self.precision == "fp16", device.type)
+        self.state = TrainState()
+        self.bad_updates = 0  # consecutive skipped updates (for --max-bad-updates)
+        self.saved_at = -1
+        self.last_path: Optional[Path] = None
+        self.best_path: Optional[Path] = None
+        self.time_up = self.early_stop = self.stop_now = False
+        self.start = time.monotonic()
+        self.metrics: Optional[Metrics] = None
+        self._epoch_cache: tuple[int, list[np.ndarray], list[list[int]]] = (-1, [], [])
+        self._tokenizer: Optional[Tokenizer] = None
+        self._references: Optional[list[str]] = None
+
+    def fitting_valid_pairs(self) -> np.ndarray:
+        """Validation pairs whose source and target (+ EOS/BOS) fit the model's positions."""
+        if self.valid_data is None:
+            return np.zeros(0, dtype=np.int64)
+        limit = self.model_cfg.max_positions - 1
+        fits = (self.valid_data.src_lengths <= limit) & (self.valid_data.tgt_lengths <= limit)
+        return np.flatnonzero(fits)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def restore(self, path: Path) -> None:
+        ckpt = checkpoint.load(path, map_location=self.device)
+        self.module.load_state_dict(ckpt["model"])
+        if "optimizer" not in ckpt:
+            raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) cannot resume training; move it out of {self.out_dir}")
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        if ckpt.get("scaler") and self.scaler.is_enabled():  # a disabled scaler saves {}
+            self.scaler.load_state_dict(ckpt["scaler"])
+        self.state = TrainState.from_checkpoint(ckpt, path)
+        self.restore_rng(ckpt)
+        self.saved_at = self.state.updates
+        self.last_path = path
+        best = self.out_dir / checkpoint.BEST_NAME
+        self.best_path = best if best.is_file() else None
+
+    def restore_rng(self, ckpt: dict) -> None:
+        """Each rank continues its own random streams, so a resumed run draws the dropout masks it would have."""
+        per_rank = ckpt.get("rng_ranks") or [ckpt["rng"]]
+        rank, world = self.comm.rank, self.comm.world
+        if len(per_rank) == world:
+            set_rng_state(per_rank[rank], self.device)
+            return
+        if rank == 0:
+            set_rng_state(per_rank[0], self.device)
+        else:
+            torch.manual_seed(rank_seed(self.cfg.seed, rank, self.state.updates))
+        self.progress(Progress("train", message=f"note: the checkpoint was written by {len(per_rank)} process(es), "
+                               f"this run has {world}: dropout masks differ from an uninterrupted run"))
+
+    def payload(self, rngs: list[dict]) -> dict:
+        state = {
+            "model_config": to_dict(self.model_cfg), "train_config": to_dict(self.cfg), "data": self.identity,
+            "bpe_model": self.bpe_model, "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(), "rng": rngs[0], **self.state.to_dict(),
+        }
+        if len(rngs) > 1:
+            state["rng_ranks"] = rngs
+        return state
+
+    def save(self, best: bool = False) -> Path:
+        """A step checkpoint (or checkpoint_best.pt); every rank must call it, rank 0 writes."""
+        rngs = self.comm.gather(rng_state(self.device))
+        path = self.out_dir / (checkpoint.BEST_NAME if best else checkpoint.STEP_NAME.format(self.state.updates))
+        if self.is_main:
+            checkpoint.save(path, self.payload(rngs))
+            if not best:
+                checkpoint.prune(self.out_dir, self.cfg.keep_last)
+            self.progress(Progress("train", message=f"saved {path}"))
+        if best:
+            self.best_path = path
+        else:
+            self.saved_at, self.last_path = self.state.updates, path
+        return path
+
+    def log(self, record: dict, section: str = "train") -> None:
+        if self.metrics is not None:
+            self.metrics.write(record, section)
+
+    # -- work -----------------------------------------------------------------------------------
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return autocast(self.precision, self.device)
+
+    def sync_gradients(self, sync: bool) -> contextlib.AbstractContextManager:
+        """DDP all-reduces gradients in the backward of the last micro-batch of an update only."""
+        if sync or self.model is self.module:
+            return contextlib.nullcontext()
+        return self.model.no_sync()
+
+    def update(self, group: list[np.ndarray]) -> UpdateStats:
+        """One optimiser update over this rank's share of `group` (gradient accumulation)."""
+        share = shard(group, self.comm.rank, self.comm.world) if self.comm.world > 1 else group
+        loss_sum, nll_sum, tokens = self.accumulate(share)
+        # One all-reduce carries the update's figures and the flags every rank must agree on.
+        flags = torch.tensor([tokens, self.stop.is_set(), self.out_of_time()], dtype=torch.float64, device=self.device)
+        total = self.comm.all_sum(torch.cat([torch.stack([loss_sum, nll_sum]), flags])).tolist()
+        loss_total, nll_total, all_tokens = total[0], total[1], int(total[2])
+        self.stop_now, self.time_up = self.stop_now or total[3] > 0, total[4] > 0
+        per_token = (loss_total / max(all_tokens, 1), nll_total / max(all_tokens, 1))
+        if not math.isfinite(loss_total):
+            return self.skip(f"the loss is {loss_total}", per_token, all_tokens, count=True)
+        gnorm = self.normalise_gradients(all_tokens)
+        for group_ in self.optimizer.param_groups:
+            group_["lr"] = learning_rate(self.state.updates + 1, self.model_cfg.d_model, self.cfg.lr_factor, self.cfg.warmup)
+        if self.scaler.is_enabled():
+            scale = self.scaler.get_scale()
+            self.scaler.step(self.optimizer)  # skips the step when a gradient overflowed
+            self.scaler.update()
+            if self.scaler.get_scale() < scale:
+                return self.skip(f"fp16 gradient overflow; loss scale now {self.scaler.get_scale():g}",
+                                 per_token, all_tokens, count=False)
+        elif not math.isfinite(gnorm):
+            return self.skip(f"the gradient norm is {gnorm}", per_token, all_tokens, count=True)
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.state.updates += 1
+        self.bad_updates = 0
+        return UpdateStats(*per_token, all_tokens, gnorm, applied=True)
+
+    def accumulate(self, share: list[np.ndarray]) -> tuple[Tensor, Tensor, int]:
+        """Forward and backward of each batch; returns summed loss, summed NLL (float64) and target tokens."""
+        self.model.train()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        nll_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        tokens = 0
+        for k, indices in enumerate(share):
+            batch = collate(self.train_data, indices).to(self.device)
+            with self.sync_gradients(k == len(share) - 1):
+                with self.autocast():
+                    logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
+                loss, nll = label_smoothed_loss(logits.flatten(0, 1), batch.tgt_out.flatten(), self.cfg.label_smoothing)
+                self.scaler.scale(loss).backward()  # summed: gradients are normalised by the update's token count later
+            loss_sum, nll_sum, tokens = loss_sum + loss.detach(), nll_sum + nll.detach(), tokens + batch.tgt_tokens
+        return loss_sum, nll_sum, tokens
+
+    def normalise_gradients(self, all_tokens: int) -> float:
+        """Gradients of the mean loss per target token over all ranks, clipped; returns the norm before clipping."""
+        self.scaler.unscale_(self.optimizer)  # no-op unless fp16
+        # DDP averaged the ranks' summed gradients; dividing by tokens / world gives sum / all tokens,
+        # exactly the single-process normalisation.
+        divisor = max(all_tokens, 1) / self.comm.world if self.comm.world > 1 else max(all_tokens, 1)
+        for p in self.module.parameters():
+            if p.grad is not None:
+                p.grad.div_(divisor)
+        max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else math.inf  # inf: measure, do not clip
+        return float(torch.nn.utils.clip_grad_norm_(self.module.parameters(), max_norm))
+
+    def skip(self, why: str, per_token: tuple[float, float], tokens: int, count: bool) -> UpdateStats:
+        """Drop this update's gradients; too many non-finite losses in a row stop training."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.bad_updates += count
+        self.progress(Progress("train", message=f"update {self.state.updates + 1} skipped: {why}"))
+        self.log({"update": self.state.updates + 1, "skipped": why})
+        if self.bad_updates >= self.cfg.max_bad_updates:
+            last = (f"the last good checkpoint is {self.last_path}; resume from it" if self.last_path
+                    else "no checkpoint was written yet; start again")
+            raise TrainingDiverged(
+                f"update {self.state.updates + 1}: the loss was NaN/inf in {self.bad_updates} updates in a row "
+                f"(--max-bad-updates {self.cfg.max_bad_updates}), training stopped; {last} with a lower "
+                "--lr-factor, a --clip-norm, or --precision fp32")
+        return UpdateStats(*per_token, tokens, math.nan, applied=False)
+
+    def out_of_time(self) -> bool:
+        return self.cfg.max_time > 0 and time.monotonic() - self.start >= self.cfg.max_time
+
+    @torch.inference_mode()
+    def validate(self) -> Optional[float]:
+        """Mean NLL per target token on the validation split (no label smoothing, no dropout)."""
+        if not len(self.valid_index):
+            return None
+        self.module.eval()
+        data, index = self.valid_data, self.valid_index
+        nll_sum, tokens = 0.0, 0
+        for positions in make_batches(data.src_lengths[index], data.tgt_lengths[index], self.cfg.max_tokens, shuffle=False):
+            batch = collate(data, index[positions]).to(self.device)
+            with self.autocast():
+                logits = self.module(batch.src, batch.tgt_in)
+            _, nll = label_smoothed_loss(logits.flatten(0, 1), batch.tgt_out.flatten(), 0.0)
+            nll_sum, tokens = nll_sum + nll.item(), tokens + batch.tgt_tokens
+        return nll_sum / max(tokens, 1)
+
+    def bleu_index(self) -> np.ndarray:
+        return self.valid_index[: self.cfg.valid_bleu_sentences]
+
+    def references(self) -> list[str]:
+        """The BLEU references: the valid split's target ids decoded with the run's BPE model."""
+        if self._references is None:
+            self._tokenizer = self._tokenizer or Tokenizer.from_bytes(self.bpe_model)
+            self._references = self._tokenizer.decode([self.valid_data[int(i)][1] for i in self.bleu_index()])
+        return self._references
+
+    @torch.inference_mode()
+    def translate_valid(self) -> list[str]:
+        """Greedy (or --valid-beam) translations of the first --valid-bleu-sentences validation sources."""
+        self.module.eval()
+        data, index = self.valid_data, self.bleu_index()
+        search_cfg = SearchConfig(beam=self.cfg.valid_beam, nbest=1)
+        self._tokenizer = self._tokenizer or Tokenizer.from_bytes(self.bpe_model)
+        hyps = [""] * len(index)
+        budget = max(1, self.cfg.max_tokens // self.cfg.valid_beam)  # beams multiply the batch
+        for positions in make_batches(data.src_lengths[index], data.tgt_lengths[index], budget, shuffle=False):
+            batch = collate(data, index[positions]).to(self.device)
+            with self.autocast():
+                found = search(self.module, batch.src, search_cfg, self.model_cfg.max_positions)
+            for j, text in zip(positions, self._tokenizer.decode([h[0].tokens if h else [] for h in found])):
+                hyps[j] = text
+        return hyps
+
+    def valid_bleu(self) -> Optional[float]:
+        if not len(self.bleu_index()):
+            return None
+        return corpus_bleu(self.translate_valid(), self.references())
+
+    def epoch_groups(self) -> tuple[list[np.ndarray], list[list[int]]]:
+        """This epoch's batches and update groups: the same on every rank, fixed by (seed, epoch)."""
+        if self._epoch_cache[0] != self.state.epoch:
+            data = self.train_data
+            batches = make_batches(data.src_lengths, data.tgt_lengths, self.cfg.max_tokens, seed=self.cfg.seed, epoch=self.state.epoch)
+            self._epoch_cache = (self.state.epoch, batches, group_updates(batches, data.tgt_lengths, self.cfg.update_tokens))
+        return self._epoch_cache[1], self._epoch_cache[2]
+
+    def finished(self) -> str:
+        """Why training is over ('' while it goes on); the same on every rank."""
+        cfg = self.cfg
+        if self.state.updates >= cfg.max_updates:
+            return "max-updates"
+        if cfg.max_epochs > 0 and self.state.epoch >= cfg.max_epochs:
+            return "max-epochs"
+        if self.time_up:
+            return "max-time"
+        if self.early_stop:
+            return "patience"
+        return ""
+
+    def wrap(self) -> None:
+        """DistributedDataParallel over the module when there are several ranks."""
+        if self.comm.world > 1 and self.model is self.module:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            # No buffer sync at every forward: the only buffer (sinusoidal positions) is constant.
+            # (torch >= 2.13 renames the option; the old name still works there, with a warning.)
+            params = inspect.signature(DistributedDataParallel.__init__).parameters
+            sync = {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
+            self.model = DistributedDataParallel(self.module, device_ids=ids, **sync)
+
+    def announce(self) -> None:
+        backend = f"{self.comm.world} processes ({dist.get_backend()})" if self.comm.world > 1 else "1 process"
+        self.progress(Progress("train", message=f"model: {count_parameters(self.module):,} parameters; "
+                               f"{len(self.train_data):,} training pairs; device {self.device}, {backend}; "
+                               f"precision {self.precision}"))
+
+    def run(self) -> TrainResult:
+        self.start = time.monotonic()
+        if self.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.metrics = Metrics(self.out_dir)
+        self.wrap()
+        self.announce()
+        tokens_seen = 0
+        if self.last_path is None and self.is_main:
+            self.last_path = checkpoint.latest(self.out_dir)
+        try:
+            with self.stop.installed():
+                while not self.finished():
+                    batches, groups = self.epoch_groups()
+                    if self.state.position >= len(groups):
+                        self.state.epoch, self.state.position = self.state.epoch + 1, 0
+                        continue
+                    stats = self.update([batches[i] for i in groups[self.state.position]])
+                    self.state.position += 1
+                    tokens_seen += stats.tokens
+                    if stats.applied:
+                        self.after_update(stats, tokens_seen, len(groups))
+                    if self.stop_now:
+                        path = self.save() if self.state.updates > self.saved_at else self.last_path
+                        raise TrainingInterrupted(f"interrupted at update {self.state.updates}; checkpoint {path}; "
+                                                  "run the same command to resume", signum=self.stop.signum)
+                stopped = self.finished()
+                if self.state.updates % self.cfg.valid_interval != 0 and stopped != "patience":
+                    self.report_valid(periodic=False)
+                if self.state.updates > self.saved_at:
+                    self.save()
+        except KeyboardInterrupt:  # a second Ctrl-C: no time to save
+            raise TrainingInterrupted(f"aborted during update {self.state.updates + 1}; newest checkpoint {self.last_path}; "
+                                      "run the same command to resume from it") from None
+        finally:
+            if self.metrics is not None:
+                self.metrics.close()
+        seconds = time.monotonic() - self.start
+        return TrainResult(self.state.updates, self.state.epoch, self.last_path, self.state.valid_loss, seconds,
+                           tokens_seen / max(seconds, 1e-9), valid_bleu=self.state.valid_bleu, best_checkpoint=self.best_path,
+                           stopped=stopped, rank=self.comm.rank)
+
+    def after_update(self, stats: UpdateStats, tokens_seen: int, n_groups: int) -> None:
+        elapsed = time.monotonic() - self.start
+        if self.state.updates % self.cfg.log_interval == 0 or self.state.updates == 1:
+            info = {"epoch": self.state.epoch + 1, "loss": stats.loss, "ppl": math.exp(min(stats.nll, 50.0)),
+                    "lr": learning_rate(self.state.updates, self.model_cfg.d_model, self.cfg.lr_factor, self.cfg.warmup),
+                    "gnorm": stats.gnorm, "tok/s": tokens_seen / max(elapsed, 1e-9), "elapsed": elapsed,
+                    "batch": f"{self.state.position}/{n_groups}"}
+            self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates", info=info))
+            self.log({"update": self.state.updates, **info})
+        if self.state.updates % self.cfg.valid_interval == 0:
+            self.report_valid(periodic=True)
+        if self.state.updates % self.cfg.save_interval == 0:
+            self.save()
+
+    def report_valid(self, periodic: bool) -> None:
+        """Validate on rank 0 (the others wait in the broadcast), then update best/patience on every rank.
+
+        Only periodic validations count towards --patience, so that stopping and resuming does not
+        change when early stopping triggers; the final one still updates the best checkpoint.
+        """
+        if not len(self.valid_index):
+            return
+        measured = [math.nan, math.nan]
+        if self.is_main:
+            loss, bleu = self.validate(), self.valid_bleu()
+            measured = [loss, math.nan if bleu is None else bleu]
+        loss, bleu = self.comm.broadcast(measured)
+        self.state.valid_loss, self.state.valid_bleu = loss, None if math.isnan(bleu) else bleu
+        improved = self.state.valid_bleu is not None and (self.state.best_bleu is None or self.state.valid_bleu > self.state.best_bleu)
+        if improved:
+            self.state.best_bleu, self.state.bad_validations = self.state.valid_bleu, 0
+        elif periodic and self.state.valid_bleu is not None:
+            self.state.bad_validations += 1
+        record = {"update": self.state.updates, "valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0))}
+        text = f"valid | update {self.state.updates} | loss {loss:.3f} | ppl {record['valid_ppl']:.2f}"
+        if self.state.valid_bleu is not None:
+            record.update(valid_bleu=self.state.valid_bleu, valid_best_bleu=self.state.best_bleu)
+            text += f" | BLEU {self.state.valid_bleu:.2f} (best {self.state.best_bleu:.2f})"
+        self.log(record, "valid")
+        self.progress(Progress("train", message=text, info=record))
+        if improved:
+            self.save(best=True)
+        if self.cfg.patience and self.state.bad_validations >= self.cfg.patience:
+            self.early_stop = True
+            self.progress(Progress("train", message=f"early stop: no BLEU improvement in {self.state.bad_validations} "
+                                   f"validations (--patience {self.cfg.patience}); best {self.state.best_bleu:.2f}"))
