@@ -539,3 +539,45 @@ def test_nbest_real_model(real_model, nbest):
         scores = [h.score for h in all_hyps]
         assert scores == sorted(scores, reverse=True)
         assert len({tuple(h.tokens) for h in all_hyps}) == len(all_hyps)  # distinct hypotheses
+
+
+class CopiedSource:
+    """The real model with a state whose `expand` copies each hypothesis' source rows instead of sharing
+    one row per sentence: the plain layout that the shared one must match."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def start_decoding(self, src):
+        return CopiedState(self.model.start_decoding(src))
+
+    def step(self, tokens, state):
+        log_probs, inner = self.model.step(tokens, state.inner)
+        return log_probs, CopiedState(inner)
+
+
+@dataclass(frozen=True)
+class CopiedState:
+    inner: object
+
+    def select(self, index):
+        return CopiedState(self.inner.select(index))
+
+    def expand(self, k):
+        rows = torch.arange(self.inner.prefix.size(0)).repeat_interleave(k)
+        copied = self.inner.select(rows)
+        assert copied.source.group == 1 and copied.source.mask.size(0) == rows.numel()  # really copied
+        return CopiedState(copied)
+
+
+@pytest.mark.parametrize("beam, nbest", [(2, 2), (4, 1), (4, 4)])
+def test_shared_source_equals_copied_source(real_model, beam, nbest):
+    """Sharing the source between a sentence's beams (and the deferred cache reordering) gives the
+    hypotheses and log-probabilities of copying it per hypothesis."""
+    src, _ = real_sources()
+    cfg = SearchConfig(beam=beam, lenpen=0.6, max_len_a=1.0, max_len_b=6, nbest=nbest)
+    shared = beam_search(real_model, src, cfg, RMAXPOS)
+    copied = beam_search(CopiedSource(real_model), src, cfg, RMAXPOS)
+    for a, b in zip(shared, copied):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.log_prob for h in a] == pytest.approx([h.log_prob for h in b], abs=1e-4)

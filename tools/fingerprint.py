@@ -18,12 +18,12 @@ from pathlib import Path
 
 import torch
 
-TIMING_KEYS = {"time", "seconds", "elapsed", "wall", "tokens_per_second", "tok_s", "wps", "ups", "sentences_per_second"}
+TIMING_KEYS = {"tok/s", "time", "seconds", "elapsed", "wall", "tokens_per_second", "tok_s", "wps", "ups", "sentences_per_second"}
 
 
 def tensor_digest(t: torch.Tensor) -> str:
     t = t.detach().cpu().contiguous()
-    return hashlib.sha256(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"").hexdigest()[:16] + f" {tuple(t.shape)} {t.dtype}"
+    return hashlib.sha256(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"").hexdigest()[:16] + f" {tuple(t.shape)} {t.dtype}"
 
 
 def walk(prefix: str, obj) -> list[str]:
