@@ -1,17 +1,22 @@
 """Shared session fixtures: a tiny corpus, BPE model, prepared data and a short training run.
 
 Built once per test session (a few seconds on one CPU thread) from the bundled sample corpus.
+The BPE models are fixed files (tests/data, learned by `nmt bpe` from the first 2,000 and 400
+training pairs): youtokentome does not learn the same merge table twice, so a model learned per
+session would make every trained fixture, and every test with a threshold on it, vary by chance.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "nmt" / "sample_data"
+BPE_MODELS = {size: Path(__file__).resolve().parent / "data" / f"sample-bpe-{size}.model" for size in (300, 1000)}
 TINY_PAIRS = {"train": 2000, "valid": 100, "test": 200}
 TINY_VOCAB = 1000  # 300 also works, but 1000 learns faster: diverse outputs after 30 updates
 TINY_TRAIN = dict(max_updates=30, save_interval=10, keep_last=5, valid_interval=1000, log_interval=10,
@@ -39,15 +44,15 @@ def one_torch_thread() -> Iterator[None]:
 
 
 def prepare_sample(root: Path, n_train: int, n_valid: int, vocab_size: int = 300) -> Path:
-    """A prepared store (BPE + binarized data) from the first pairs of the sample corpus; returns root/data."""
-    from nmt.bpe import train_bpe
+    """A prepared store (the fixed BPE model of `vocab_size` + binarized data) from the first pairs of the
+    sample corpus; returns root/data."""
     from nmt.dataset import prepare
 
     for split, n in (("train", n_train), ("valid", n_valid)):
         for lang in ("en", "de"):
             lines = (SAMPLE_DIR / f"{split}.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:n]
             (root / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
-    train_bpe([root / "train.en", root / "train.de"], root / "bpe.model", vocab_size=vocab_size)
+    shutil.copyfile(BPE_MODELS[vocab_size], root / "bpe.model")
     prepare(root / "bpe.model", root / "data", "en", "de", root / "train", root / "valid")
     return root / "data"
 
@@ -66,10 +71,9 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_bpe(tiny_corpus) -> Path:
-    from nmt.bpe import train_bpe
-
     path = tiny_corpus.parent / "tiny_bpe" / "bpe.model"
-    train_bpe([tiny_corpus / "train.en", tiny_corpus / "train.de"], path, vocab_size=TINY_VOCAB)
+    path.parent.mkdir()
+    shutil.copyfile(BPE_MODELS[TINY_VOCAB], path)
     return path
 
 
