@@ -15,6 +15,10 @@ Every other id i is the BPE piece `Tokenizer.pieces([i])` (a piece that collides
 is renamed `<nmt:i>`), so the CTranslate2 vocabulary index of a token is its nmt id. The export folder
 also holds the BPE model (`bpe.model`) and `nmt_export.json`, so `CTranslate2Translator` needs nothing else.
 
+Conversion is CTranslate2's own protocol: `ctranslate2_converter` is a `ctranslate2.converters.Converter`
+whose `_load` returns the spec, and `Converter.convert` validates, quantizes and saves it.
+`export_ctranslate2` runs it into a new folder beside OUT and renames that into place when complete.
+
 Search: CTranslate2 ranks finished hypotheses by log P / len^alpha where len excludes EOS by default;
 nmt's `--lenpen-type power` counts EOS (as fairseq does). `ctranslate2_options` returns the
 `translate_batch` options under which CTranslate2 searches exactly as nmt does (return_end_token=True
@@ -23,21 +27,25 @@ makes it count EOS); see docs/benchmarks-translate.md.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 from nmt import checkpoint
 from nmt.bpe import Tokenizer
 from nmt.errors import ConfigError, InputError
-from nmt.files import current_umask
 from nmt.progress import ProgressFn, ignore
 from nmt.search import Hypothesis, SearchConfig, length_penalty, max_lengths
 from nmt.vocab import BOS, EOS, PAD, UNK
+
+if TYPE_CHECKING:  # ctranslate2 is optional: imported where it is used
+    from ctranslate2.converters import Converter
+    from ctranslate2.specs import TransformerSpec
 
 FORMATS = ("ctranslate2",)
 EXPORT_FORMAT = "nmt-ctranslate2"
@@ -49,7 +57,6 @@ SPECIAL_TOKENS = {PAD: "<blank>", UNK: "<unk>", BOS: "<s>", EOS: "</s>"}
 # fairseq) waits for `beam` finished hypotheses. A penalty this small changes no float32 score
 # (len^1e-12 rounds to 1.0) but switches CTranslate2 to waiting, so "no normalisation" searches alike.
 NO_PENALTY = 1e-12
-QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
 
 def require_ctranslate2():
@@ -77,7 +84,98 @@ def ctranslate2_vocabulary(tokenizer: Tokenizer) -> list[str]:
     return vocab
 
 
-# -- the model spec ---------------------------------------------------------------------------------
+# -- the converter ----------------------------------------------------------------------------------
+
+# The values of the architecture options that `_transformer_spec` maps. Any other value (an option added
+# to nmt's model later) would be converted into a model that computes something else, so it is refused.
+EXPORTABLE = {"norm": ("pre", "post"), "positions": ("sinusoidal", "learned")}
+
+
+def ctranslate2_converter(model_path: Path | str) -> Converter:
+    """A `ctranslate2.converters.Converter` for the nmt checkpoint `model_path`.
+
+    `convert(output_dir, quantization=..., force=...)` writes the CTranslate2 model files (not nmt's
+    bpe.model and nmt_export.json: `export_ctranslate2` adds those); afterwards `.checkpoint` holds the
+    loaded checkpoint. An unsupported architecture raises NotImplementedError, as Converter documents.
+    """
+    return _converter_class()(Path(model_path))
+
+
+@functools.cache
+def _converter_class() -> type:
+    # Defined on first use: ctranslate2 is optional, and nmt.export must import without it.
+    require_ctranslate2()
+    from ctranslate2.converters import Converter
+
+    class NmtConverter(Converter):
+        """Converts an nmt checkpoint: `_load` builds the spec; `Converter.convert` validates, quantizes and saves it."""
+
+        def __init__(self, model_path: Path):
+            self.model_path = model_path
+            self.checkpoint: Optional[dict[str, Any]] = None
+
+        def _load(self) -> TransformerSpec:
+            # Loaded here, not in __init__: convert checks its output folder first, as CTranslate2's own converters do.
+            self.checkpoint = checkpoint.load(self.model_path)
+            return build_spec(self.checkpoint, self.model_path)
+
+    return NmtConverter
+
+
+def build_spec(ckpt: dict[str, Any], path: Path | str = "checkpoint") -> TransformerSpec:
+    """The checkpoint's model as a `ctranslate2.specs.TransformerSpec`, nmt's vocabulary registered on both sides."""
+    model = checkpoint.build_model(ckpt, path)
+    _check_exportable(model.cfg)
+    tokenizer = Tokenizer.from_bytes(ckpt["bpe_model"])
+    if tokenizer.vocab_size != model.cfg.vocab_size:
+        raise InputError(f"{path}: the BPE model has {tokenizer.vocab_size} tokens but the model "
+                         f"{model.cfg.vocab_size}; the checkpoint is inconsistent")
+    spec = _transformer_spec(model)
+    vocab = ctranslate2_vocabulary(tokenizer)
+    spec.register_source_vocabulary(vocab)
+    spec.register_target_vocabulary(vocab)  # the same list: CTranslate2 saves it once, as shared_vocabulary.json
+    return spec
+
+
+def _check_exportable(cfg: Any) -> None:
+    unsupported = [f"{name} {getattr(cfg, name)!r}" for name, values in EXPORTABLE.items()
+                   if getattr(cfg, name) not in values]
+    if unsupported:
+        raise NotImplementedError(f"no CTranslate2 equivalent for {', '.join(unsupported)}")
+
+
+def _transformer_spec(model: Any) -> TransformerSpec:
+    """The weights and layout of nmt's `Transformer` in a CTranslate2 TransformerSpec (no vocabulary yet)."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    cfg = model.cfg
+    pre = cfg.norm == "pre"
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=pre,
+        activation=common_spec.Activation.RELU)
+    spec.config.layer_norm_epsilon = model.encoder_norm.eps if pre else model.decoder[0].ffn_block.norm.eps
+    spec.config.add_source_eos = True  # nmt's source is `pieces + [EOS]`
+    spec.config.decoder_start_token = SPECIAL_TOKENS[BOS]
+
+    embed = _np(model.embed.weight)
+    positions = _np(model.pos_embed.weight if model.pos_embed is not None else model.pos_table)  # row p = position p
+    for stack in (spec.encoder, spec.decoder):
+        emb = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
+        emb.weight = embed
+        stack.scale_embeddings = True  # x * sqrt(d_model), then + positions
+        stack.position_encodings.encodings = positions
+    spec.decoder.projection.weight = embed  # tied output projection, no bias
+    if pre:
+        _norm(spec.encoder.layer_norm, model.encoder_norm)
+        _norm(spec.decoder.layer_norm, model.decoder_norm)
+    for layer_spec, layer in zip(spec.encoder.layer, model.encoder):
+        _self_attention(layer_spec.self_attention, layer.self_attn, layer.attn_block.norm)
+        _ffn(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(spec.decoder.layer, model.decoder):
+        _self_attention(layer_spec.self_attention, layer.self_attn, layer.self_block.norm)
+        _cross_attention(layer_spec.attention, layer.cross_attn, layer.cross_block.norm)
+        _ffn(layer_spec.ffn, layer)
+    return spec
 
 
 def _np(t):
@@ -102,64 +200,26 @@ def _norm(spec, module) -> None:
     spec.beta = _np(module.bias)
 
 
-def build_spec(ckpt: dict[str, Any], path: Path | str = "checkpoint"):
-    """A `ctranslate2.specs.TransformerSpec` holding the checkpoint's model and vocabulary."""
-    require_ctranslate2()
-    from ctranslate2.specs import common_spec, transformer_spec
+def _self_attention(spec, att, norm) -> None:
+    _norm(spec.layer_norm, norm)
+    _fused(spec.linear[0], [att.q_proj, att.k_proj, att.v_proj])
+    _linear(spec.linear[1], att.out_proj.weight, att.out_proj.bias)
 
-    model = checkpoint.build_model(ckpt, path)
-    cfg = model.cfg
-    tokenizer = Tokenizer.from_bytes(ckpt["bpe_model"])
-    if tokenizer.vocab_size != cfg.vocab_size:
-        raise InputError(f"{path}: the BPE model has {tokenizer.vocab_size} tokens but the model {cfg.vocab_size}; "
-                         "the checkpoint is inconsistent")
-    pre = cfg.norm == "pre"
-    spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=pre,
-        activation=common_spec.Activation.RELU)
-    spec.config.layer_norm_epsilon = model.encoder_norm.eps if pre else model.decoder[0].ffn_block.norm.eps
-    spec.config.add_source_eos = True  # nmt's source is `pieces + [EOS]`
-    spec.config.decoder_start_token = SPECIAL_TOKENS[BOS]
 
-    embed = _np(model.embed.weight)
-    positions = _np(model.pos_embed.weight if model.pos_embed is not None else model.pos_table)  # row p = position p
-    for stack in (spec.encoder, spec.decoder):
-        emb = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
-        emb.weight = embed
-        stack.scale_embeddings = True  # x * sqrt(d_model), then + positions
-        stack.position_encodings.encodings = positions
-    spec.decoder.projection.weight = embed  # tied output projection, no bias
-    if pre:
-        _norm(spec.encoder.layer_norm, model.encoder_norm)
-        _norm(spec.decoder.layer_norm, model.decoder_norm)
-
-    for layer_spec, layer in zip(spec.encoder.layer, model.encoder):
-        att = layer.self_attn
-        _norm(layer_spec.self_attention.layer_norm, layer.attn_block.norm)
-        _fused(layer_spec.self_attention.linear[0], [att.q_proj, att.k_proj, att.v_proj])
-        _linear(layer_spec.self_attention.linear[1], att.out_proj.weight, att.out_proj.bias)
-        _ffn(layer_spec.ffn, layer)
-    for layer_spec, layer in zip(spec.decoder.layer, model.decoder):
-        att, cross = layer.self_attn, layer.cross_attn
-        _norm(layer_spec.self_attention.layer_norm, layer.self_block.norm)
-        _fused(layer_spec.self_attention.linear[0], [att.q_proj, att.k_proj, att.v_proj])
-        _linear(layer_spec.self_attention.linear[1], att.out_proj.weight, att.out_proj.bias)
-        _norm(layer_spec.attention.layer_norm, layer.cross_block.norm)
-        _linear(layer_spec.attention.linear[0], cross.q_proj.weight, cross.q_proj.bias)
-        _fused(layer_spec.attention.linear[1], [cross.k_proj, cross.v_proj])
-        _linear(layer_spec.attention.linear[2], cross.out_proj.weight, cross.out_proj.bias)
-        _ffn(layer_spec.ffn, layer)
-
-    vocab = ctranslate2_vocabulary(tokenizer)
-    spec.register_source_vocabulary(vocab)
-    spec.register_target_vocabulary(vocab)
-    return spec
+def _cross_attention(spec, att, norm) -> None:
+    _norm(spec.layer_norm, norm)
+    _linear(spec.linear[0], att.q_proj.weight, att.q_proj.bias)
+    _fused(spec.linear[1], [att.k_proj, att.v_proj])
+    _linear(spec.linear[2], att.out_proj.weight, att.out_proj.bias)
 
 
 def _ffn(spec, layer) -> None:
     _norm(spec.layer_norm, layer.ffn_block.norm)
     _linear(spec.linear_0, layer.ffn.fc1.weight, layer.ffn.fc1.bias)
     _linear(spec.linear_1, layer.ffn.fc2.weight, layer.ffn.fc2.bias)
+
+
+# -- writing the export folder ----------------------------------------------------------------------
 
 
 @dataclass
@@ -175,52 +235,114 @@ def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[s
     """Write the checkpoint `model_path` as a CTranslate2 model folder `out_dir` (with bpe.model and nmt_export.json).
 
     `quantization` stores the weights as int8, float16, ... (CTranslate2 can also quantise at load time
-    with `compute_type`). The folder is written beside `out_dir` and renamed into place when complete.
+    with `compute_type`). The folder is converted beside `out_dir` and renamed into place when complete.
     """
     require_ctranslate2()
-    if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ConfigError(f"--quantization {quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
+    _check_quantization(quantization)
     out_dir = Path(out_dir)
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise InputError(f"{out_dir}: exists and is not a folder; choose another output folder")
-        if any(out_dir.iterdir()) and not force:
-            raise InputError(f"{out_dir}: folder exists and is not empty; choose another or pass --force to replace it")
-    ckpt = checkpoint.load(model_path)
-    spec = build_spec(ckpt, model_path)
+    _check_output_dir(out_dir, force)
+    converter = ctranslate2_converter(model_path)
     try:
-        spec.validate()
-        spec.optimize(quantization=quantization)
-    except ValueError as e:  # a spec left incomplete: a bug of ours or an unsupported CTranslate2 version
-        raise ConfigError(f"CTranslate2 rejected the exported model ({str(e).splitlines()[0]}); "
-                          "check that ctranslate2>=4 is installed") from None
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
-        spec.save(str(tmp))
-        (tmp / BPE_FILE).write_bytes(ckpt["bpe_model"])
-        meta = {
-            "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "checkpoint": str(model_path),
-            "model_config": ckpt["model_config"], "data": ckpt["data"], "updates": ckpt.get("updates"),
-            "quantization": quantization, "special_tokens": {tok: i for i, tok in SPECIAL_TOKENS.items()},
-            "source_ends_with": SPECIAL_TOKENS[EOS], "decoder_start": SPECIAL_TOKENS[BOS],
-        }
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
-        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it private; give the usual permissions
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    size = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file()) / 1e6
-    return ExportResult(out_dir, len(spec._vocabularies["source"][0]), quantization, size)
+        with _staging_dir(out_dir) as staging:
+            model_dir = staging / "model"
+            _convert(converter, model_dir, quantization)
+            _write_nmt_files(model_dir, converter.checkpoint, Path(model_path), quantization)
+            _check_output_dir(out_dir, force)  # again: the conversion of a large model takes a while
+            _move_into_place(model_dir, out_dir, staging / "replaced")
+    except OSError as e:  # disk full, read-only folder: the user's to fix, not a bug
+        raise InputError(f"{out_dir}: cannot write the export ({e.strerror or e}); "
+                         "free disk space or choose a writable folder") from e
+    vocab_size = int(converter.checkpoint["model_config"]["vocab_size"])  # = the BPE vocabulary (build_spec checks)
+    return ExportResult(out_dir, vocab_size, quantization, _megabytes(out_dir))
 
 
 def export(fmt: str, model_path: Path, out_dir: Path, **kwargs) -> ExportResult:
     if fmt != "ctranslate2":
         raise ConfigError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     return export_ctranslate2(model_path, out_dir, **kwargs)
+
+
+def _check_quantization(quantization: Optional[str]) -> None:
+    """Refuse an unknown type before the slow conversion; the list is the installed CTranslate2's."""
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
+        raise ConfigError(f"--quantization {quantization!r}: use one of {', '.join(ACCEPTED_MODEL_TYPES)}")
+
+
+def _check_output_dir(out_dir: Path, force: bool) -> None:
+    """nmt's rule: an empty folder may be written into; a non-empty one is replaced only with --force.
+
+    (Converter.convert refuses any existing folder and, with force, deletes it before writing; the
+    conversion runs into a new folder instead, so this rule is checked here.)
+    """
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise InputError(f"{out_dir}: exists and is not a folder; choose another output folder")
+    if not force and any(out_dir.iterdir()):
+        raise InputError(f"{out_dir}: folder exists and is not empty; choose another or pass --force to replace it")
+
+
+@contextlib.contextmanager
+def _staging_dir(out_dir: Path) -> Iterator[Path]:
+    """A private folder beside `out_dir` (the same file system, so renaming out of it is atomic), removed on exit."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _convert(converter: Converter, model_dir: Path, quantization: Optional[str]) -> None:
+    """`converter.convert` into `model_dir`, a path that does not exist yet, with its errors as one-line NmtErrors.
+
+    (Its RuntimeError for an existing output folder cannot happen here; nmt's rule is `_check_output_dir`.)
+    """
+    path = converter.model_path
+    try:
+        converter.convert(str(model_dir), quantization=quantization)
+    except NotImplementedError as e:  # _load: an architecture this converter cannot express
+        raise ConfigError(f"{path}: cannot be exported to CTranslate2 ({_one_line(e)}); "
+                          "translate with `nmt translate` instead") from e
+    except ValueError as e:  # validate/optimize: a spec left incomplete (a bug of ours or an unsupported version)
+        raise ConfigError(f"{path}: CTranslate2 rejected the converted model ({_one_line(e)}); "
+                          "check that ctranslate2>=4 is installed") from e
+
+
+def _one_line(e: Exception) -> str:
+    # CTranslate2's messages may list reasons on several lines; the CLI shows one.
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _write_nmt_files(model_dir: Path, ckpt: dict[str, Any], model_path: Path, quantization: Optional[str]) -> None:
+    """What `CTranslate2Translator` needs besides the model: the BPE model and how the export maps nmt's ids."""
+    (model_dir / BPE_FILE).write_bytes(ckpt["bpe_model"])
+    meta = {
+        "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "checkpoint": str(model_path),
+        "model_config": ckpt["model_config"], "data": ckpt["data"], "updates": ckpt.get("updates"),
+        "quantization": quantization, "special_tokens": {tok: i for i, tok in SPECIAL_TOKENS.items()},
+        "source_ends_with": SPECIAL_TOKENS[EOS], "decoder_start": SPECIAL_TOKENS[BOS],
+    }
+    (model_dir / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def _move_into_place(new: Path, out_dir: Path, aside: Path) -> None:
+    """Rename `new` to `out_dir`. An existing `out_dir` is renamed to `aside` first rather than deleted, so a
+    failed rename puts it back whole; the caller removes `aside`."""
+    if out_dir.exists():
+        out_dir.rename(aside)
+    try:
+        new.rename(out_dir)
+    except OSError:
+        if aside.exists():
+            aside.rename(out_dir)
+        raise
+
+
+def _megabytes(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) / 1e6
 
 
 # -- translating with the exported model ------------------------------------------------------------

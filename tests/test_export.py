@@ -205,6 +205,76 @@ def test_export_refuses_non_empty_folder_without_force(tiny_bpe, ctranslate2, tm
         export_ctranslate2(ckpt, tmp_path / "q", quantization="int3")
 
 
+def folder_digest(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def leftovers(parent: Path) -> list[str]:
+    """Staging folders (`.NAME.*`) an export left beside its output."""
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith("."))
+
+
+def test_export_output_folder_rules(tiny_bpe, ctranslate2, tmp_path):
+    """An empty folder is written into without --force; a file in the way is refused even with it."""
+    from nmt.export import export_ctranslate2
+
+    ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe)
+    (tmp_path / "empty").mkdir()
+    result = export_ctranslate2(ckpt, tmp_path / "empty")
+    assert (tmp_path / "empty" / "model.bin").exists() and result.vocab_size == Tokenizer.from_file(tiny_bpe).vocab_size
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="not a folder"):
+        export_ctranslate2(ckpt, tmp_path / "file", force=True)
+    assert (tmp_path / "file").read_text() == "x" and leftovers(tmp_path) == []
+
+
+def test_failed_export_leaves_the_previous_export_whole(tiny_bpe, ctranslate2, tmp_path, monkeypatch):
+    """--force replaces OUT only once the new folder is complete: a failure at any stage leaves the old one."""
+    import errno
+
+    import nmt.export as export
+
+    ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, norm="post")
+    out = export_to(ckpt, tmp_path / "ct2")
+    before = folder_digest(out)
+
+    def disk_full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:  # writing nmt's files, after CTranslate2 saved the model
+        m.setattr(export, "_write_nmt_files", disk_full)
+        with pytest.raises(InputError, match="ct2: cannot write the export .No space left"):
+            export.export_ctranslate2(ckpt, out, force=True)
+    with monkeypatch.context() as m:  # an architecture option the converter cannot express
+        m.setitem(export.EXPORTABLE, "norm", ("pre",))
+        with pytest.raises(ConfigError, match="cannot be exported to CTranslate2 .no CTranslate2 equivalent for norm 'post'"):
+            export.export_ctranslate2(ckpt, out, force=True)
+    with monkeypatch.context() as m:  # a spec left incomplete: Converter.convert's validate raises ValueError
+        m.setattr(export, "_ffn", lambda spec, layer: None)
+        with pytest.raises(ConfigError, match="CTranslate2 rejected the converted model"):
+            export.export_ctranslate2(ckpt, out, force=True)
+    assert folder_digest(out) == before and leftovers(tmp_path) == []
+
+
+def nmt_cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nmt", *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_export_cli_errors_are_one_line(tiny_checkpoint, ctranslate2, tmp_path):
+    """Exit code 1, one `error:` line naming the path or option and the fix, and OUT as it was."""
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("x")
+    cases = [(["export", tiny_checkpoint, busy], [str(busy), "--force"]),
+             (["export", "--quantization", "int3", tiny_checkpoint, tmp_path / "q"], ["--quantization 'int3'", "int8"])]
+    for args, words in cases:
+        r = nmt_cli(*args)
+        lines = r.stderr.strip("\n").splitlines()
+        assert r.returncode == 1 and "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+        assert lines[0].startswith("error: ") and all(w in lines[0] for w in words), lines[0]
+    assert folder_digest(busy) == {"keep.txt": b"x"} and not (tmp_path / "q").exists() and leftovers(tmp_path) == []
+
+
 def test_export_int8_weights_load_and_translate(tiny_checkpoint, ctranslate2, tmp_path, sample_lines):
     from nmt.export import CTranslate2Translator
 
