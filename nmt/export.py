@@ -41,6 +41,7 @@ from nmt.bpe import Tokenizer
 from nmt.errors import ConfigError, InputError
 from nmt.progress import ProgressFn, ignore
 from nmt.search import Hypothesis, SearchConfig, length_penalty, max_lengths
+from nmt.translate import Translation, encode_lines, length_sorted_batches
 from nmt.vocab import BOS, EOS, PAD, UNK
 
 if TYPE_CHECKING:  # ctranslate2 is optional: imported where it is used
@@ -384,8 +385,6 @@ class CTranslate2Translator:
     def __init__(self, model_dir: Path, search_cfg: SearchConfig = SearchConfig(), device: str = "cpu",
                  compute_type: str = "default", threads: int = 0, max_tokens: int = 4096,
                  max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = False):
-        from nmt.translate import check_search_config
-
         ct2 = require_ctranslate2()
         model_dir = Path(model_dir)
         meta_path = model_dir / META_FILE
@@ -394,7 +393,7 @@ class CTranslate2Translator:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != EXPORT_FORMAT or meta.get("version") != EXPORT_VERSION:
             raise InputError(f"{meta_path}: not an nmt CTranslate2 export of version {EXPORT_VERSION}; export it again")
-        self.search_cfg = check_search_config(search_cfg)
+        self.search_cfg = search_cfg.validate()
         self.options = ctranslate2_options(self.search_cfg, suppress_specials)
         self.tokenizer = Tokenizer.from_bytes((model_dir / BPE_FILE).read_bytes())
         self.vocab = ctranslate2_vocabulary(self.tokenizer)
@@ -410,8 +409,6 @@ class CTranslate2Translator:
 
     def translate_chunk(self, lines: list[str], first_line: int = 0):
         import torch
-
-        from nmt.translate import Translation, encode_lines, length_sorted_batches
 
         cfg = self.search_cfg
         encoded = encode_lines(self.tokenizer, lines, self.max_positions, first_line, self.progress)

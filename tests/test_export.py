@@ -377,38 +377,6 @@ def test_translate_cli_int8(tiny_checkpoint, tmp_path, sample_lines):
 # -- the fast paths compute the same thing --------------------------------------------------------
 
 
-class Plain:
-    """A model seen through the generic search interface only (no expand_state): the state is copied
-    K times up front and the first step runs K identical rows, as for any model."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def start_decoding(self, src):
-        return self.model.start_decoding(src)
-
-    def step(self, tokens, state):
-        return self.model.step(tokens, state)
-
-
-@pytest.mark.parametrize("beam, nbest", [(1, 1), (2, 2), (4, 1), (4, 4)])
-def test_shared_beam_state_equals_copied_state(tiny_checkpoint, sample_lines, beam, nbest):
-    """Sharing the source keys/values between beams, the shared first step and the deferred cache
-    reordering give the hypotheses, scores and log-probabilities of the plain path."""
-    from nmt.search import beam_search
-
-    translator = Translator(tiny_checkpoint, SearchConfig(), pack=False)
-    encoded = translator.encode(sample_lines[:12], 0)
-    width = max(map(len, encoded))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in encoded])
-    cfg = SearchConfig(beam=beam, lenpen=0.6, max_len_a=1.0, max_len_b=6, nbest=nbest)
-    fast = beam_search(translator.model, src, cfg, translator.max_positions)
-    plain = beam_search(Plain(translator.model), src, cfg, translator.max_positions)
-    for a, b in zip(fast, plain):
-        assert [h.tokens for h in a] == [h.tokens for h in b]
-        assert [h.log_prob for h in a] == pytest.approx([h.log_prob for h in b], abs=1e-4)
-
-
 def test_packed_model_computes_the_same_log_probs(tiny_checkpoint, sample_lines):
     from nmt.kernels import PackedLinear, onednn_available
 
