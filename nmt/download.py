@@ -3,8 +3,10 @@
 Every dataset ends up the same way: `OUT/{train,valid,test}.{SRC,TGT}` named with real language
 codes (`train.en`, `train.de`), plain UTF-8 text with one sentence a line, and `OUT/MANIFEST.json`
 (sources, checksums, line counts). Raw downloads stay in `OUT/.cache/` so that a re-run fetches
-nothing. Downloads stream into `NAME.part`, resume with HTTP Range, retry with exponential
-backoff, are verified against the registry's checksums and only then renamed into place.
+nothing. Downloads stream into `NAME.part`, are retried by urllib3 (exponential backoff,
+Retry-After), resume with HTTP Range, are verified against the registry's checksums and only
+then renamed into place. Archives are extracted through tarfile's "data" filter; WMT's SGML test
+sets are turned into text by sacreBLEU itself.
 
 The library never prints and never exits: it reports through a `ProgressFn` and raises
 `DownloadError` / `InputError`.
@@ -28,11 +30,13 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Iterable, Iterator, Optional, Union
+from typing import IO, Any, Callable, Iterable, Optional, Union
 from urllib.parse import urlsplit
 
 import requests
 import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from nmt import __version__
 from nmt.errors import DownloadError, InputError
@@ -43,17 +47,10 @@ MANIFEST = "MANIFEST.json"
 CACHE = ".cache"
 CHUNK = 1 << 18  # bytes read per network or disk chunk
 REPORT_EVERY = 0.1  # seconds between two byte-progress events of one task
-RETRY_STATUS = frozenset({408, 425, 429})  # plus every 5xx
-# tarfile's extraction filters exist from Python 3.8.17 / 3.9.17 / 3.10.12 / 3.11.4 on.
-_FILTER = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-_FILTER_ERROR = getattr(tarfile, "FilterError", ())
+# Statuses urllib3 retries (with connection errors and timeouts): transient by definition.
+RETRY_STATUS = frozenset({408, 425, 429, *range(500, 600)})
 # What a dropped or stalled connection raises while the body streams.
-_STREAM_ERRORS = (
-    urllib3.exceptions.HTTPError,
-    requests.RequestException,
-    ConnectionError,
-    TimeoutError,
-)
+_STREAM_ERRORS = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
 
 # --------------------------------------------------------------------------------------------
 # Registry: what a dataset is made of. Frozen data, in the spirit of sacreBLEU's DATASETS.
@@ -83,7 +80,7 @@ class Source:
     """Where one side of a split comes from: a downloaded file, or a `member` of a tar archive.
 
     `fmt` is "text" (one sentence a line; gunzipped when the name ends in .gz) or "sgm" (WMT's
-    fake SGML: the text of every `<seg>` line, cleaned exactly as sacreBLEU does).
+    fake SGML, turned into text by sacreBLEU: a source and a reference member of one archive).
     """
 
     file: RemoteFile
@@ -174,6 +171,13 @@ def check_spec(spec: DatasetSpec) -> None:
             other = files.setdefault(source.file.name, source.file)
             if other != source.file:
                 raise ValueError(f"{spec.name}: two different files are named {source.file.name!r}")
+        # sacreBLEU converts an SGML test set as a whole: a source and a reference of one archive
+        sides = split.src + split.tgt
+        if any(s.fmt == "sgm" for s in sides) and not (
+            len(sides) == 2 and sides[0].file == sides[1].file
+            and all(s.fmt == "sgm" and s.member for s in sides)
+        ):
+            raise ValueError(f"{spec.name}/{split.name}: an sgm split needs one member a side")
 
 
 # Multi30k, task 1 (Flickr30K captions), raw gzipped files of the public repository.
@@ -386,12 +390,18 @@ def summary(result: DownloadResult) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Fetching: HTTP with resume/retry, local mirror copies, verification
+# Fetching: HTTP with retry (urllib3) and Range resume, local mirror copies, verification
 # --------------------------------------------------------------------------------------------
+
+OnRetry = Callable[[str, float, int], None]  # (cause, seconds to wait, attempt number)
 
 
 class _Retryable(Exception):
-    """A transient failure (connection dropped, timeout, 5xx): worth another attempt."""
+    """The body stopped short (or the resume went wrong): resume from what `.part` holds."""
+
+
+class _RetriesSpent(Exception):
+    """urllib3 retried a request as often as allowed and it still failed."""
 
 
 class _Reporter:
@@ -423,15 +433,57 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _short(err: BaseException) -> str:
+def _short(err: Optional[BaseException]) -> str:
     """A short one-line description of a network exception ("[Errno 111] Connection refused")."""
     text = " ".join(str(err).split())
     os_error = re.search(r"\[Errno -?\d+\] [^'\")(]*[^'\")( ]", text)
     if os_error:
         return os_error.group(0)
-    if isinstance(err, (requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)):
+    # requests wraps urllib3's MaxRetryError, whose `reason` is the last failure
+    first = err.args[0] if err is not None and err.args else None
+    reason = first.reason if isinstance(first, urllib3.exceptions.MaxRetryError) else err
+    if isinstance(reason, (requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)):
         return "timed out"
     return f"{type(err).__name__}: {text}"[:160] if text else type(err).__name__
+
+
+class _Retry(Retry):
+    """urllib3's Retry (backoff, Retry-After) that also tells `on_retry` about every retry."""
+
+    def __init__(self, *args: Any, on_retry: Optional[OnRetry] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_retry = on_retry
+
+    def new(self, **kwargs: Any) -> _Retry:
+        # urllib3 copies the Retry through new() at every attempt: keep the callback
+        return super().new(on_retry=self.on_retry, **kwargs)
+
+    def increment(self, *args: Any, **kwargs: Any) -> _Retry:
+        retry = super().increment(*args, **kwargs)  # raises MaxRetryError once spent
+        last, response = retry.history[-1], kwargs.get("response")
+        cause = f"HTTP {last.status}" if last.status else _short(last.error)
+        wait = (retry.get_retry_after(response) if response else None) or retry.get_backoff_time()
+        if self.on_retry is not None:
+            self.on_retry(cause, wait, len(retry.history))
+        return retry
+
+
+def _session(retries: int, backoff: float, on_retry: OnRetry) -> requests.Session:
+    """An HTTP session with our User-Agent whose requests urllib3 retries `retries` times.
+
+    Connection errors, timeouts and RETRY_STATUS are retried, at once and then after
+    `backoff * 2**(k-1)` seconds, or as long as a Retry-After header asks.
+    """
+    retry = _Retry(
+        total=retries, backoff_factor=backoff, status_forcelist=RETRY_STATUS,
+        raise_on_status=False, on_retry=on_retry,  # the last answer tells what went wrong
+    )
+    session = requests.Session()
+    session.headers["User-Agent"] = f"nmt/{__version__} (python-requests)"
+    session.headers["Accept-Encoding"] = "identity"  # the bytes as stored: no transparent gunzip
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, HTTPAdapter(max_retries=retry))
+    return session
 
 
 def _content_range(resp: requests.Response) -> tuple[Optional[int], Optional[int]]:
@@ -444,25 +496,15 @@ def _content_range(resp: requests.Response) -> tuple[Optional[int], Optional[int
     return start, total
 
 
-def _content_length(resp: requests.Response) -> Optional[int]:
-    """The Content-Length header as an int, None when absent or malformed."""
-    try:
-        return int(resp.headers["Content-Length"])
-    except (KeyError, ValueError):
-        return None
-
-
 def _open_response(
     session: requests.Session, url: str, offset: int, timeout: float
 ) -> requests.Response:
-    """GET `url` streamed, asking for bytes from `offset` on; connection failures are retryable."""
-    headers = {"Accept-Encoding": "identity"}  # the bytes as stored: no transparent gunzip
-    if offset:
-        headers["Range"] = f"bytes={offset}-"
+    """GET `url` streamed, asking for bytes from `offset` on (urllib3 retries what is transient)."""
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
     try:
         return session.get(url, headers=headers, stream=True, timeout=timeout)
     except (requests.ConnectionError, requests.Timeout) as e:
-        raise _Retryable(_short(e)) from None
+        raise _RetriesSpent(_short(e)) from None
     except requests.RequestException as e:  # invalid URL, too many redirects ...
         raise DownloadError(
             f"{url}: cannot download ({_short(e)}); check the URL or --mirror"
@@ -482,14 +524,14 @@ def _check_status(
             return offset, offset
         part.unlink(missing_ok=True)
         raise _Retryable(f"server refused to resume at byte {offset}; restarting from zero")
-    if code in RETRY_STATUS or code >= 500:
-        raise _Retryable(f"HTTP {code} {resp.reason}")
+    if code in RETRY_STATUS:  # urllib3 hands the last answer back once its retries are spent
+        raise _RetriesSpent(f"HTTP {code} {resp.reason}")
     if code >= 400:
         raise DownloadError(
             f"{url}: HTTP {code} {resp.reason} for {part.name.removesuffix('.part')}; "
             "check the URL (or --mirror): the file is not available there"
         )
-    length = _content_length(resp)
+    length = resp.raw.length_remaining  # urllib3's Content-Length: None when absent or malformed
     if code != 206:
         return 0, length  # 200: the whole file, whether or not a range was asked for
     start, total = _content_range(resp)
@@ -525,16 +567,11 @@ def _fetch_once(
             _say(progress, task, f"{url}: server ignored the resume request; restarting from zero")
         elif offset:
             _say(progress, task, f"{url}: resuming at byte {offset}")
-        return _stream_body(resp, url, part, start, total, progress)
+        return _stream_body(resp, part, start, total, progress)
 
 
 def _stream_body(
-    resp: requests.Response,
-    url: str,
-    part: Path,
-    start: int,
-    total: Optional[int],
-    progress: ProgressFn,
+    resp: requests.Response, part: Path, start: int, total: Optional[int], progress: ProgressFn
 ) -> int:
     """Write the response body to `part` from byte `start`; a short body is a retryable failure."""
     report = _Reporter(progress, f"download {part.name.removesuffix('.part')}", total)
@@ -542,6 +579,7 @@ def _stream_body(
     report(done, force=True)
     with open(part, "ab" if start else "wb") as f:
         try:
+            # raw bytes: with Accept-Encoding identity nothing is decoded on the way
             for chunk in resp.raw.stream(CHUNK, decode_content=False):
                 f.write(chunk)
                 done += len(chunk)
@@ -554,6 +592,16 @@ def _stream_body(
     return done - start
 
 
+def _gave_up(url: str, part: Path, error: str, attempts: int) -> DownloadError:
+    """The error once retrying is over; it says how to resume."""
+    kept = _size(part)
+    again = f"resume ({kept:,} bytes kept in {part})" if kept else "try again"
+    return DownloadError(
+        f"{url}: download failed after {attempts} attempt(s) in a row ({error}); "
+        f"check the network (or --mirror) and re-run the same command to {again}"
+    )
+
+
 def fetch_url(
     url: str,
     part: Path,
@@ -563,54 +611,36 @@ def fetch_url(
     backoff: float = 1.0,
     progress: ProgressFn = ignore,
     expected_size: Optional[int] = None,
-    session: Optional[requests.Session] = None,
 ) -> int:
     """Download `url` into `part`, resuming from what `part` already holds; return bytes received.
 
-    Connection errors, timeouts, 408/429 and 5xx are retried `retries` times, waiting
-    `backoff * 2**k` seconds; an attempt that got further than any before resets the count.
-    Other 4xx fail at once. The caller verifies `part` and renames it.
+    urllib3 retries each request `retries` times (see `_session`). A body cut short is resumed
+    with Range, up to `retries` times in a row without progress, waiting `backoff * 2**(k-1)`
+    seconds. Other 4xx fail at once. The caller verifies `part` and renames it.
     """
     part.parent.mkdir(parents=True, exist_ok=True)
-    own = session is None
-    session = session or _session()
+    task = f"download {part.name.removesuffix('.part')}"
+
+    def on_retry(cause: str, wait: float, attempt: int) -> None:
+        _say(progress, task, f"{url}: {cause}; retrying in {wait:.3g}s ({attempt}/{retries})")
+
     received, failures, best = 0, 0, _size(part)
-    try:
+    # a session per file, so that urllib3's retries are reported with this file's URL
+    with _session(retries, backoff, on_retry) as session:
         while True:
             try:
                 return received + _fetch_once(session, url, part, timeout, progress, expected_size)
+            except _RetriesSpent as e:
+                raise _gave_up(url, part, str(e), retries + 1) from None
             except _Retryable as e:
                 size = _size(part)
                 received += max(0, size - best)
-                failures = 1 if size > best else failures + 1
+                failures = 1 if size > best else failures + 1  # progress resets the count
                 best = max(best, size)
-                _wait_or_give_up(url, part, str(e), failures, retries, backoff, progress)
-    finally:
-        if own:
-            session.close()
-
-
-def _wait_or_give_up(
-    url: str,
-    part: Path,
-    error: str,
-    failures: int,
-    retries: int,
-    backoff: float,
-    progress: ProgressFn,
-) -> None:
-    """Sleep `backoff * 2**(failures-1)` before the next attempt; raise once retries are spent."""
-    if failures > retries:
-        kept = _size(part)
-        again = f"resume ({kept:,} bytes kept in {part})" if kept else "try again"
-        raise DownloadError(
-            f"{url}: download failed after {failures} attempt(s) in a row ({error}); "
-            f"check the network (or --mirror) and re-run the same command to {again}"
-        )
-    delay = backoff * 2 ** (failures - 1)
-    task = f"download {part.name.removesuffix('.part')}"
-    _say(progress, task, f"{url}: {error}; retrying in {delay:.3g}s ({failures}/{retries})")
-    time.sleep(delay)
+                if failures > retries:
+                    raise _gave_up(url, part, str(e), failures) from None
+                on_retry(str(e), backoff * 2 ** (failures - 1), failures)
+                time.sleep(backoff * 2 ** (failures - 1))
 
 
 def copy_file(src: Path, part: Path, progress: ProgressFn = ignore) -> int:
@@ -707,7 +737,6 @@ class _Options:
     timeout: float
     backoff: float
     progress: ProgressFn
-    session: requests.Session
 
 
 @dataclass
@@ -720,13 +749,6 @@ class _Fetched:
     sha256: str
     fetched: bool
     received: int
-
-
-def _session() -> requests.Session:
-    """An HTTP session with our User-Agent."""
-    session = requests.Session()
-    session.headers["User-Agent"] = f"nmt/{__version__} (python-requests)"
-    return session
 
 
 def _reuse_cached(file: RemoteFile, path: Path, where: str, opts: _Options) -> Optional[str]:
@@ -756,7 +778,7 @@ def obtain(file: RemoteFile, cache: Path, opts: _Options) -> _Fetched:
     else:
         received = fetch_url(
             source, part, retries=opts.retries, timeout=opts.timeout, backoff=opts.backoff,
-            progress=opts.progress, expected_size=file.size, session=opts.session,
+            progress=opts.progress, expected_size=file.size,
         )
     try:
         sha = verify(file, part, where, opts.progress)
@@ -777,23 +799,6 @@ def _member_name(name: str) -> str:
     return str(PurePosixPath(name))
 
 
-def unsafe_reason(member: tarfile.TarInfo, dest: Path) -> Optional[str]:
-    """Why extracting `member` under `dest` would be unsafe, or None when it is a plain file/dir."""
-    name = member.name
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-        return "absolute path"
-    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        return "path leads outside the output folder (..)"
-    root = dest.resolve()
-    if not (root / name).resolve().is_relative_to(root):
-        return "path leads outside the output folder"
-    if member.issym() or member.islnk():
-        return f"link to {member.linkname!r}"
-    if not (member.isfile() or member.isdir()):
-        return "device, fifo or other special file"
-    return None
-
-
 def _unsafe(archive: Path, name: str, reason: str) -> DownloadError:
     """The error for an archive with an unsafe member."""
     return DownloadError(
@@ -802,30 +807,45 @@ def _unsafe(archive: Path, name: str, reason: str) -> DownloadError:
     )
 
 
+def _data_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """tarfile's "data" filter, except that an absolute name is refused, not made relative."""
+    # No archive we expect holds absolute names: one that does is not the file we asked for.
+    if member.name.startswith(("/", os.sep)):
+        raise tarfile.AbsolutePathError(member)
+    return tarfile.data_filter(member, dest)
+
+
 def safe_extract(
     archive: Path, dest: Path, members: Optional[Iterable[str]] = None
 ) -> dict[str, Path]:
     """Extract `members` (all when None) of a tar archive into `dest`; return name -> path.
 
-    Every member is checked, wanted or not: absolute paths, `..`, symlinks, hardlinks and
-    device files make the whole archive rejected with a DownloadError naming the member.
-    Extraction also uses tarfile's "data" filter where Python has it. One streaming pass.
+    Every member, wanted or not, goes through tarfile's "data" filter: a path leading out of
+    `dest` or absolute, a link out of it, a device file makes the whole archive rejected with
+    a DownloadError naming the member. One streaming pass.
     """
+    if not hasattr(tarfile, "data_filter"):  # Python before 3.9.17 / 3.10.12 / 3.11.4
+        raise DownloadError(
+            f"{archive}: this Python's tarfile cannot filter what it extracts; upgrade Python "
+            "to extract archives safely"
+        )
     wanted = None if members is None else {_member_name(m) for m in members}
     found: dict[str, Path] = {}
+
+    def keep(member: tarfile.TarInfo, path: str) -> Optional[tarfile.TarInfo]:
+        member = _data_filter(member, path)
+        name = _member_name(member.name)
+        if wanted is not None and name not in wanted:
+            return None  # checked, not extracted
+        if member.isfile():
+            found[name] = dest / name
+        return member
+
     dest.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(archive, "r|*") as tar:
-            for member in tar:
-                reason = unsafe_reason(member, dest)
-                if reason is not None:
-                    raise _unsafe(archive, member.name, reason)
-                name = _member_name(member.name)
-                if wanted is None or name in wanted:
-                    tar.extract(member, dest, **_FILTER)
-                    if member.isfile():
-                        found[name] = dest / name
-    except _FILTER_ERROR as e:
+            tar.extractall(dest, filter=keep)
+    except tarfile.FilterError as e:
         raise _unsafe(archive, e.tarinfo.name, str(e)) from None
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise DownloadError(
@@ -844,52 +864,60 @@ def safe_extract(
 # Building the output files
 # --------------------------------------------------------------------------------------------
 
-_SEG = re.compile(r"<seg.*?>(.*)</seg>.*?")
+
+def _sgml_to_text(split: Split, pair: str, work: Path) -> dict[Source, Path]:
+    """sacreBLEU's plain text of an SGML split whose archive is extracted in `work/ARCHIVE/`."""
+    from sacrebleu.dataset.fake_sgml import FakeSGMLDataset  # lazily, as in the registry
+
+    src, ref = split.src[0], split.tgt[0]
+    test_set = FakeSGMLDataset(split.name, data=[], langpairs={pair: [src.member, ref.member]})
+    # sacreBLEU puts its folders under $SACREBLEU (read once, at import) and would download
+    # `data` there; ours is already fetched, verified and safely extracted under OUT.
+    raw, text = work / src.file.name, work / "sacrebleu"
+    test_set._rawdir, test_set._outdir = str(raw.resolve()), str(text.resolve())
+    text.mkdir(parents=True, exist_ok=True)
+    try:
+        src_text = test_set.get_source_file(pair)
+        (ref_text,) = test_set.get_reference_files(pair)
+    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
+        raise DownloadError(
+            f"{src.describe()}: sacreBLEU cannot read the SGML test set ({e}); delete "
+            f"{work.parent} and re-run"
+        ) from None
+    return {src: Path(src_text), ref: Path(ref_text)}
 
 
-def sgm_segments(path: Path) -> Iterator[str]:
-    """The sentences of a WMT fake-SGML file, extracted and cleaned exactly as sacreBLEU does."""
-    for line in read_lines(path):
-        if line.startswith("<seg "):
-            yield re.sub(r"\s+", " ", _SEG.sub(r"\1", line).strip())
-
-
-def _extract_all(
-    splits: Iterable[Split], local: dict[str, _Fetched], work: Path
-) -> dict[tuple[str, str], Path]:
-    """Extract every archive member the splits need; return (file name, member) -> path."""
+def _source_paths(
+    spec: DatasetSpec, splits: tuple[Split, ...], local: dict[str, _Fetched], work: Path
+) -> dict[Source, Path]:
+    """The text file of every source: its download, its member (extracted in `work/ARCHIVE/`)
+    or sacreBLEU's text of its SGML member."""
+    sources = [source for split in splits for source in split.src + split.tgt]
     wanted: dict[str, set[str]] = {}
+    for source in sources:
+        if source.member is not None:
+            wanted.setdefault(source.file.name, set()).add(source.member)
+    found = {name: safe_extract(local[name].path, work / name, m) for name, m in wanted.items()}
+    paths = {
+        s: found[s.file.name][_member_name(s.member)] if s.member else local[s.file.name].path
+        for s in sources
+    }
     for split in splits:
-        for source in split.src + split.tgt:
-            if source.member is not None:
-                wanted.setdefault(source.file.name, set()).add(source.member)
-    paths: dict[tuple[str, str], Path] = {}
-    for name, members in wanted.items():
-        found = safe_extract(local[name].path, work / name, members)
-        for member in members:
-            paths[(name, member)] = found[_member_name(member)]
+        if split.src[0].fmt == "sgm":
+            paths.update(_sgml_to_text(split, f"{spec.src}-{spec.tgt}", work))
     return paths
 
 
-def _source_path(
-    source: Source, local: dict[str, _Fetched], members: dict[tuple[str, str], Path]
-) -> Path:
-    """The local file holding a source's text."""
-    if source.member is None:
-        return local[source.file.name].path
-    return members[(source.file.name, source.member)]
-
-
 def _write_side(
-    sources: tuple[Source, ...], paths: list[Path], out: IO[bytes], progress: ProgressFn, task: str
+    sources: tuple[Source, ...], paths: dict[Source, Path], out: IO[bytes], progress: ProgressFn,
+    task: str,
 ) -> tuple[int, str, int]:
     """Concatenate the sources' lines into `out`, reporting bytes; return (lines, sha256, bytes)."""
     sha, lines, size = hashlib.sha256(), 0, 0
     report = _Reporter(progress, task, None)
-    for source, path in zip(sources, paths):
+    for source in sources:
         try:
-            texts = sgm_segments(path) if source.fmt == "sgm" else read_lines(path)
-            for text in texts:
+            for text in read_lines(paths[source]):
                 data = (text + "\n").encode("utf-8")
                 out.write(data)
                 sha.update(data)
@@ -925,8 +953,7 @@ def _write_split(
     spec: DatasetSpec,
     split: Split,
     out: Path,
-    local: dict[str, _Fetched],
-    members: dict[tuple[str, str], Path],
+    paths: dict[Source, Path],
     progress: ProgressFn,
 ) -> dict[str, dict]:
     """Write OUT/SPLIT.SRC and OUT/SPLIT.TGT atomically (both or neither); return their records."""
@@ -936,7 +963,6 @@ def _write_split(
     with atomic_write(out / names[0]) as fs, atomic_write(out / names[1]) as ft:
         results = []
         for name, sources, f in zip(names, sides, (fs, ft)):
-            paths = [_source_path(s, local, members) for s in sources]
             results.append(_write_side(sources, paths, f, progress, f"write {name}"))
         _check_lines(split, names, (results[0][0], results[1][0]), out / CACHE)
     for name, sources, (lines, sha, size) in zip(names, sides, results):
@@ -957,10 +983,10 @@ def _build(
     work = out / CACHE / "extract"
     shutil.rmtree(work, ignore_errors=True)
     try:
-        members = _extract_all(splits, local, work)
+        paths = _source_paths(spec, splits, local, work)
         records: dict[str, dict] = {}
         for split in splits:
-            records.update(_write_split(spec, split, out, local, members, progress))
+            records.update(_write_split(spec, split, out, paths, progress))
         return records
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -1101,9 +1127,8 @@ def download(
     result.skipped = [s.name for s in splits if s not in todo]
     if not todo:
         return result
-    with _session() as session:
-        opts = _Options(mirror, retries, timeout, backoff, progress, session)
-        local = {f.name: obtain(f, out / CACHE, opts) for f in spec.files(todo)}
+    opts = _Options(mirror, retries, timeout, backoff, progress)
+    local = {f.name: obtain(f, out / CACHE, opts) for f in spec.files(todo)}
     records = _build(spec, todo, out, local, progress)
     with atomic_write(out / MANIFEST, "w") as f:
         manifest = _manifest(spec, old, mirror, todo, local, records)

@@ -46,7 +46,8 @@ class FileServer(ThreadingHTTPServer):
 
     `plan[path]` is a list of actions for the next requests of that path, used up in order:
     an int status (e.g. 503), "drop" (send half the body then close), "ignore-range"
-    (answer 200 with the whole file), "slow" (wait before answering).
+    (answer 200 with the whole file), "slow" (wait before answering), "retry-after" (429 with
+    Retry-After: 1).
     """
 
     daemon_threads = True
@@ -91,6 +92,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(1.0)
         if isinstance(action, int):
             return self._send(action, b"try later\n")
+        if action == "retry-after":
+            return self._send(429, b"slow down\n", {"Retry-After": "1"})
         data = srv.files.get(self.path)
         if data is None:
             return self._send(404, b"not found\n")
@@ -367,6 +370,19 @@ def test_retry_after_503(server, tmp_path):
     download(tiny_spec(base, files), tmp_path, progress=progress, **FAST)
     assert server.count("/data/val.en.gz") == 3
     assert "HTTP 503" in messages(log) and "retrying" in messages(log)
+    check_layout(tmp_path, tiny_spec(base, files))
+
+
+def test_retry_after_header_is_respected(server, tmp_path):
+    files = tiny_files()
+    base = serve(server, files)
+    server.plan["/data/val.de.gz"] = ["retry-after"]
+    log, progress = events()
+    start = time.monotonic()
+    download(tiny_spec(base, files), tmp_path, progress=progress, **FAST)  # backoff alone: 0s
+    assert time.monotonic() - start >= 0.9
+    assert server.count("/data/val.de.gz") == 2
+    assert "HTTP 429; retrying in 1s" in messages(log)
     check_layout(tmp_path, tiny_spec(base, files))
 
 
@@ -648,10 +664,20 @@ def test_sgm_cleaning_matches_sacrebleu(tmp_path):
 
     path = tmp_path / "x.sgm"
     path.write_bytes(sgm([" a  b ", "c\td", "<b>x</b> y"], "en"))
-    ours = list(dl.sgm_segments(path))
+    mirror = tmp_path / "mirror"  # a local --mirror folder: the archive goes through no HTTP
+    mirror.mkdir()
+    (mirror / "test.tgz").write_bytes(
+        tgz({"test/dev-src.en.sgm": path.read_bytes(), "test/dev-ref.de.sgm": path.read_bytes()})
+    )
+    t = RemoteFile("http://127.0.0.1:9/unreachable/test.tgz")
+    src, ref = Source(t, "test/dev-src.en.sgm", "sgm"), Source(t, "test/dev-ref.de.sgm", "sgm")
+    spec = DatasetSpec("sgm", "en", "de", "t", "t", splits=(Split("test", (src,), (ref,), 3),))
+    download(spec, tmp_path / "out", mirror=str(mirror), retries=0, **FAST)
+    ours = (tmp_path / "out" / "test.en").read_text(encoding="utf-8").splitlines()
     theirs = tmp_path / "theirs.txt"
     FakeSGMLDataset("x", data=[], langpairs={})._convert_format(str(path), str(theirs))
     assert ours == theirs.read_text(encoding="utf-8").splitlines() == ["a b", "c d", "<b>x</b> y"]
+    assert (tmp_path / "out" / "test.de").read_text(encoding="utf-8").splitlines() == ours
 
 
 @pytest.mark.skipif(not SHARED_M30K.is_dir(), reason=f"{SHARED_M30K} not present")
