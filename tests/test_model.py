@@ -530,3 +530,22 @@ def test_from_dict_unknown_key(cls):
     data = {**to_dict(cls()), "rope_theta": 10000}
     with pytest.raises(ConfigError, match="rope_theta"):
         from_dict(cls, data)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_cross_attention_weights_with_a_shared_source(norm):
+    """The weights of hypotheses that share their sentence's source row (beam search) are those of
+    copied source rows, each hypothesis its own."""
+    model = tiny(norm)
+    src = batch([4, 5, 6, EOS], [8, EOS])
+    tgt = batch([BOS, 5, 6], [BOS, 7, 6], [BOS, 9, 10], [BOS, 12, 11])  # 2 hypotheses per sentence
+    rows = torch.tensor([0, 0, 1, 1])
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        kv = model.memory_kv(memory)
+        x_shared, shared = model.decode(tgt, kv, mask, need_weights=True)
+        x_copied, copied = model.decode(tgt, [(k[rows], v[rows]) for k, v in kv], mask[rows], need_weights=True)
+    torch.testing.assert_close(x_shared, x_copied, atol=1e-5, rtol=0)
+    for a, b in zip(shared, copied):
+        assert a.shape == (4, H, 3, 4)
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
