@@ -172,7 +172,8 @@ class UpdateStats:
 
 
 class Trainer:
-    """One training process: model, optimiser, data order position, and the periodic side work."""
+    """One training process: model, optimiser, the run's `TrainState`, and the periodic side work
+    (validation, checkpoints, logs). The other attributes are this process's own and are not saved."""
 
     def __init__(self, data_dir: Path, out_dir: Path, model_cfg: ModelConfig, train_cfg: TrainConfig,
                  device: torch.device, progress: ProgressFn = ignore, comm: Optional[Comm] = None,
@@ -250,14 +251,16 @@ class Trainer:
                                f"this run has {world}: dropout masks differ from an uninterrupted run"))
 
     def payload(self, rngs: list[dict]) -> dict:
-        state = {
+        """The checkpoint: configs, data identity, BPE model, weights, optimiser, scaler, each rank's random
+        generators and the `TrainState` fields."""
+        payload = {
             "model_config": to_dict(self.model_cfg), "train_config": to_dict(self.cfg), "data": self.identity,
             "bpe_model": self.bpe_model, "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(), "rng": rngs[0], **self.state.to_dict(),
         }
         if len(rngs) > 1:
-            state["rng_ranks"] = rngs
-        return state
+            payload["rng_ranks"] = rngs
+        return payload
 
     def save(self, best: bool = False) -> Path:
         """A step checkpoint (or checkpoint_best.pt); every rank must call it, rank 0 writes."""
