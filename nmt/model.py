@@ -4,8 +4,9 @@ Shapes: B batch, S source length, T target length, D d_model, H heads, Dh = D / 
 One embedding table serves the encoder, the decoder and the output projection.
 
 Incremental decoding carries a `DecodingState` from step to step: the tokens fed so far, the encoded
-source (shared by a sentence's hypotheses) and each decoder layer's self-attention `KVCache`. Search
-reorders, shrinks or widens it with `select` and `expand`, the one place that knows its layout.
+source (shared by a sentence's hypotheses) and each decoder layer's self-attention `KVCache`. `step`
+advances it; search reorders, shrinks or widens it with `select` and `expand`, the one place that
+knows its layout. The layers themselves change nothing: they return the grown cache.
 """
 
 from __future__ import annotations
@@ -290,26 +291,27 @@ class Transformer(nn.Module):
         prefix, which is the cost the cache removes.
         """
         memory, src_mask = self.encode(src)
-        caches = tuple(KVCache() for _ in self.decoder) if use_cache else None
+        caches = [KVCache() for _ in self.decoder] if use_cache else None
         return DecodingState(src.new_zeros(src.size(0), 0), Source(src_mask, self.memory_kv(memory)), caches)
 
-    def step(self, tokens: Tensor, state: "DecodingState") -> tuple[Tensor, "DecodingState"]:
-        """Feed the newest token of each hypothesis, tokens (N,): log-probabilities (N, V) and the next state."""
-        prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
+    def step(self, tokens: Tensor, state: "DecodingState") -> Tensor:
+        """Feed the newest token of each hypothesis, tokens (N,): log-probabilities (N, V).
+
+        Advances `state` in place: its prefix, and each layer's cache as soon as the layer has run, so
+        that the old cache is freed then (a new state per step would hold every layer's old and new
+        cache at once, about a cache more of peak memory).
+        """
+        state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
         src = state.source
         if state.caches is None:
-            x = self.decode(prefix, src.kv, src.mask)[0][:, -1:]  # (N, 1, D)
-            caches = None
+            x = self.decode(state.prefix, src.kv, src.mask)[0][:, -1:]  # (N, 1, D)
         else:
-            x = self.embed_tokens(tokens[:, None], start=prefix.size(1) - 1)  # (N, 1, D)
-            new_caches = []
-            for layer, kv, cache in zip(self.decoder, src.kv, state.caches):
-                x, cache, _ = layer(x, kv, src.mask, cache=cache)
-                new_caches.append(cache)
-            caches = tuple(new_caches)
+            x = self.embed_tokens(tokens[:, None], start=state.prefix.size(1) - 1)  # (N, 1, D)
+            for i, (layer, kv) in enumerate(zip(self.decoder, src.kv)):
+                x, state.caches[i], _ = layer(x, kv, src.mask, cache=state.caches[i])
         logits = self.output_logits(x)[:, -1].float()  # (N, V), a tensor of our own
         # In place: one (N, V) buffer less to allocate (and page in) per step.
-        return torch.log_softmax(logits, -1, out=logits), DecodingState(prefix, src, caches)
+        return torch.log_softmax(logits, -1, out=logits)
 
     def cross_attention_weights(self, src: Tensor, tgt_in: Tensor) -> list[Tensor]:
         """Teacher-forced cross-attention weights of every decoder layer, each (B, H, T, S), for plots."""
@@ -376,17 +378,18 @@ class Source:
         return replace(self, group=self.group * k)
 
 
-@dataclass(frozen=True)
+@dataclass
 class DecodingState:
-    """What incremental decoding carries from one step to the next, for N hypotheses."""
+    """What incremental decoding carries from one step to the next, for N hypotheses. `Transformer.step`
+    advances it in place; `select` and `expand` return new states and leave this one as it is."""
 
     prefix: Tensor  # (N, t) tokens fed so far, BOS first
     source: Source
-    caches: Optional[tuple[KVCache, ...]]  # one per decoder layer; None: recompute the prefix each step
+    caches: Optional[list[KVCache]]  # one per decoder layer; None: recompute the prefix each step
 
     def select(self, index: Tensor) -> "DecodingState":
         """Keep hypotheses `index` (N',): reorder, drop or repeat rows. The one place that knows the layout."""
-        caches = None if self.caches is None else tuple(c.select(index) for c in self.caches)
+        caches = None if self.caches is None else [c.select(index) for c in self.caches]
         return DecodingState(self.prefix.index_select(0, index), self.source.select(index), caches)
 
     def expand(self, k: int) -> "DecodingState":
@@ -395,7 +398,7 @@ class DecodingState:
         if k == 1:
             return self
         index = torch.arange(self.prefix.size(0), device=self.prefix.device).repeat_interleave(k)
-        caches = None if self.caches is None else tuple(c.select(index) for c in self.caches)
+        caches = None if self.caches is None else [c.select(index) for c in self.caches]
         return DecodingState(self.prefix.index_select(0, index), self.source.expand(k), caches)
 
 

@@ -1,8 +1,8 @@
 """Greedy and beam search over a batch of sources, with the model's incremental (KV-cached) state.
 
-The model is anything with `start_decoding(src) -> state` and `step(tokens, state) -> (log_probs, state)`
-(see `nmt.model.Transformer` and `Decoder` below); search changes the hypotheses a state holds only
-through its `select(index)` and `expand(k)`. Beam search runs its first step once per sentence and
+The model is anything with `start_decoding(src) -> state` and `step(tokens, state) -> log_probs`, which
+advances the state (see `nmt.model.Transformer` and `Decoder` below); search changes the hypotheses a
+state holds only through its `select(index)` and `expand(k)`, which return new states. Beam search runs its first step once per sentence and
 then expands each sentence to K beams, so that a state may share per-sentence parts (the source's
 keys and values) between a sentence's beams.
 
@@ -39,8 +39,8 @@ class Decoder(Protocol):
     def start_decoding(self, src: Tensor) -> State:
         """The state before the first token, one hypothesis per sentence of src (B, S)."""
 
-    def step(self, tokens: Tensor, state: State) -> tuple[Tensor, State]:
-        """Feed tokens (N,): log-probabilities of the next token (N, V) and the next state."""
+    def step(self, tokens: Tensor, state: State) -> Tensor:
+        """Feed tokens (N,): log-probabilities of the next token (N, V); advances `state` in place."""
 
 
 @dataclass
@@ -133,8 +133,7 @@ def greedy_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions:
     results: list[list[Hypothesis]] = [[] for _ in range(B)]
     t = 0
     while rows.numel():
-        log_probs, state = model.step(tokens, state)
-        log_probs = restrict_tokens(log_probs[:, None], limits[rows] <= t)[:, 0]  # (b, V)
+        log_probs = restrict_tokens(model.step(tokens, state)[:, None], limits[rows] <= t)[:, 0]  # (b, V)
         best_lp, tokens = log_probs.max(-1)  # (b,)
         totals = totals + best_lp
         done = (tokens == EOS) | (limits[rows] <= t)  # the limit ends a sentence even if EOS is impossible
@@ -173,8 +172,7 @@ def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: i
     t = 0
     while rows.numel():
         b = rows.numel()
-        log_probs, state = model.step(tokens, state)
-        log_probs = restrict_tokens(log_probs.view(b, width, -1), limits[rows] <= t)
+        log_probs = restrict_tokens(model.step(tokens, state).view(b, width, -1), limits[rows] <= t)
         cand_scores, cand_beams, cand_tokens = beam_step(scores[:, :width], log_probs, 2 * K, inplace=True)  # (b, 2K)
         n_finished += finalize(finished, rows, history, cand_scores, cand_beams, cand_tokens, t, cfg)
         scores, beams, tokens = select_alive(cand_scores, cand_beams, cand_tokens, K)  # (b, K)

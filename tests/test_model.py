@@ -342,7 +342,7 @@ def test_step_past_max_positions_raises():
     with torch.no_grad():
         state = model.start_decoding(batch([4, EOS]))
         for _ in range(P):
-            _, state = model.step(torch.tensor([5]), state)
+            model.step(torch.tensor([5]), state)
         with pytest.raises(ValueError):
             model.step(torch.tensor([5]), state)
 
@@ -359,12 +359,10 @@ def test_step_equals_full_recomputation(norm, positions, use_cache):
         state = model.start_decoding(SRC, use_cache=use_cache)
         assert (state.caches is not None) == use_cache
         for t in range(TGT.size(1)):
-            before = state
-            lp, state = model.step(TGT[:, t], state)
+            lp = model.step(TGT[:, t], state)
             assert lp.shape == (2, V)
             torch.testing.assert_close(lp, full[:, t], atol=1e-5, rtol=0)
             assert state.prefix.tolist() == TGT[:, : t + 1].tolist()
-            assert before.prefix.size(1) == t  # stepping leaves the given state as it was
         if use_cache:
             for cache in state.caches:
                 assert cache.k.shape == (2, H, TGT.size(1), D // H)
@@ -383,11 +381,13 @@ def test_reorder_state_then_step(norm, use_cache, index):
         full = model(src, tgt).log_softmax(-1)
         state = model.start_decoding(src, use_cache=use_cache)
         for t in range(2):
-            _, state = model.step(tgt[:, t], state)
+            model.step(tgt[:, t], state)
+        before = state
         state = state.select(idx)
+        assert before.prefix.size(0) == 3  # selecting leaves the state it started from as it was
         assert state.prefix.tolist() == tgt[idx, :2].tolist()
         for t in range(2, tgt.size(1)):
-            lp, state = model.step(tgt[idx, t], state)
+            lp = model.step(tgt[idx, t], state)
             torch.testing.assert_close(lp, full[idx, t], atol=1e-5, rtol=0)
 
 
@@ -402,13 +402,14 @@ def test_expand_then_select_then_step(use_cache, k, index):
     rows = torch.arange(3).repeat_interleave(k)[torch.tensor(index)]  # the sentence of each kept hypothesis
     with torch.no_grad():
         full = model(src[rows], tgt[rows]).log_softmax(-1)
-        _, state = model.step(tgt[:, 0], model.start_decoding(src, use_cache=use_cache))
+        state = model.start_decoding(src, use_cache=use_cache)
+        model.step(tgt[:, 0], state)
         state = state.expand(k)
         assert state.source.group == k and state.source.mask.size(0) == 3  # shared per sentence
         state = state.select(torch.tensor(index))
         assert state.prefix.tolist() == tgt[rows, :1].tolist()
         for t in range(1, tgt.size(1)):
-            lp, state = model.step(tgt[rows, t], state)
+            lp = model.step(tgt[rows, t], state)
             torch.testing.assert_close(lp, full[:, t], atol=1e-5, rtol=0)
 
 
@@ -425,7 +426,7 @@ def test_kv_cache_selection_is_deferred_and_composed():
 def test_step_log_probs_normalised():
     model = tiny()
     with torch.no_grad():
-        lp, _ = model.step(torch.full((2,), BOS), model.start_decoding(SRC))
+        lp = model.step(torch.full((2,), BOS), model.start_decoding(SRC))
     torch.testing.assert_close(lp.exp().sum(-1), torch.ones(2), atol=1e-5, rtol=0)
     assert lp.dtype == torch.float32
 

@@ -33,7 +33,7 @@ log = math.log
 
 
 
-@dataclass(frozen=True)
+@dataclass
 class TableState:
     sid: torch.Tensor  # (N,) the sentence id of each hypothesis
     prefix: torch.Tensor  # (N, t)
@@ -63,8 +63,7 @@ class TableModel:
         return TableState(src[:, 0].clone(), src.new_zeros(src.size(0), 0))
 
     def step(self, tokens, state):
-        prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
-        state = TableState(state.sid, prefix)
+        prefix = state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)
         self.steps += 1
         self.rows.append(tokens.size(0))
         if self.steps > self.max_steps:
@@ -77,7 +76,7 @@ class TableModel:
             assert sum(dist.values()) == pytest.approx(1.0)
             for token, p in dist.items():
                 out[n, token] = log(p)
-        return out, state
+        return out
 
 
 # sentence id (first source token) -> table
@@ -552,8 +551,7 @@ class CopiedSource:
         return CopiedState(self.model.start_decoding(src))
 
     def step(self, tokens, state):
-        log_probs, inner = self.model.step(tokens, state.inner)
-        return log_probs, CopiedState(inner)
+        return self.model.step(tokens, state.inner)
 
 
 @dataclass(frozen=True)
