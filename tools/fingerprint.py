@@ -38,32 +38,31 @@ def walk(prefix: str, obj) -> list[str]:
     return []
 
 
-def checkpoint_lines(path: Path) -> list[str]:
+def checkpoint_lines(path: Path, name: str) -> list[str]:
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    lines = walk(f"{path.name}:model", ckpt["model"])
-    optimizer = ckpt.get("optimizer") or (ckpt.get("train_state") or {}).get("optimizer")
-    if optimizer:
-        lines += walk(f"{path.name}:optimizer.state", optimizer.get("state", {}))
+    lines = walk(f"{name}:model", ckpt["model"])
+    if ckpt.get("optimizer"):
+        lines += walk(f"{name}:optimizer.state", ckpt["optimizer"].get("state", {}))
     return lines
 
 
-def log_lines(path: Path) -> list[str]:
+def log_lines(path: Path, name: str) -> list[str]:
     out = []
     for i, line in enumerate(path.read_text().splitlines()):
         record = json.loads(line)
         kept = {k: v for k, v in sorted(record.items()) if k not in TIMING_KEYS and isinstance(v, (int, float, str))}
-        out.append(f"{path.name}[{i}] {json.dumps(kept, sort_keys=True)}")
+        out.append(f"{name}[{i}] {json.dumps(kept, sort_keys=True)}")
     return out
 
 
 def main(run: Path, files: list[Path]) -> None:
     lines = []
     for path in sorted(run.rglob("*.pt")):
-        lines += checkpoint_lines(path)
+        lines += checkpoint_lines(path, str(path.relative_to(run)))
     for path in sorted(run.rglob("log.jsonl")):
-        lines += log_lines(path)
+        lines += log_lines(path, str(path.relative_to(run)))
     for path in files:
-        lines.append(f"{path.name} {hashlib.sha256(path.read_bytes()).hexdigest()}")
+        lines.append(f"{path} {hashlib.sha256(path.read_bytes()).hexdigest()}")
     print("\n".join(lines))
 
 
