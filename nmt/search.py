@@ -2,9 +2,9 @@
 
 The model is anything with `start_decoding(src) -> state` and `step(tokens, state) -> log_probs`, which
 advances the state (see `nmt.model.Transformer` and `Decoder` below); search changes the hypotheses a
-state holds only through its `select(index)` and `expand(k)`, which return new states. Beam search runs its first step once per sentence and
-then expands each sentence to K beams, so that a state may share per-sentence parts (the source's
-keys and values) between a sentence's beams.
+state holds only through its `select(index)` and `expand(k)`, which return new states. Beam search
+runs its first step once per sentence and then expands each sentence to K beams, so that a state may
+share per-sentence parts (the source's keys and values) between a sentence's beams.
 
 Conventions: hypotheses are scored by their total log-probability including EOS; the length used
 by the length penalty counts the generated tokens including EOS. Sentences whose search is over
@@ -163,7 +163,7 @@ def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: i
     width = 1  # hypotheses per sentence in the state
     limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions)  # (B,)
     rows = torch.arange(B, device=device)  # sentence of each active sentence slot
-    tokens = torch.full((B * width,), BOS, dtype=torch.long, device=device)
+    tokens = torch.full((B,), BOS, dtype=torch.long, device=device)
     history = src.new_zeros(B, K, 0)
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
