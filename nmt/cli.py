@@ -40,7 +40,8 @@ def main_options(debug: Annotated[bool, typer.Option("--debug", help="Show trace
 Threads = Annotated[int, typer.Option("--threads", help="CPU threads for torch (0: torch's default).")]
 EncodeThreads = Annotated[int, typer.Option("--threads", help="youtokentome threads (0: all cores).")]
 Gpus = Annotated[int, typer.Option("--gpus", help="GPUs to use (0: CPU).")]
-ModelPath = Annotated[Path, typer.Option("--model", "-m", help="Checkpoint (.pt) from train or average.")]
+ModelPaths = Annotated[List[Path], typer.Option("--model", "-m", help="Checkpoint (.pt) from train or average; "
+                                                "repeat for an ensemble (models of one BPE vocabulary).")]
 Beam = Annotated[int, typer.Option("--beam", help="Beam size; 1 is greedy search.")]
 Lenpen = Annotated[float, typer.Option("--lenpen", help="Length penalty alpha; 0: no length normalisation.")]
 LenpenType = Annotated[str, typer.Option("--lenpen-type", help="gnmt: ((5+len)/6)^alpha; power: len^alpha.")]
@@ -57,7 +58,7 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def make_translator(model: Path, beam: int, lenpen: float, lenpen_type: str, max_len_a: float, max_len_b: int,
+def make_translator(model: list[Path], beam: int, lenpen: float, lenpen_type: str, max_len_a: float, max_len_b: int,
                     max_tokens: int, batch_size: int, gpus: int, nbest: int = 1, precision: str = "fp32",
                     progress=None):
     """The translator of `translate` and `eval`, from their shared options."""
@@ -220,7 +221,7 @@ def average(
 
 @app.command(epilog="Example: cat news.en | nmt translate --model run/averaged.pt --beam 4 > news.de")
 def translate(
-    model: ModelPath,
+    model: ModelPaths,
     input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin.")] = None,
     beam: Beam = 4,
     lenpen: Lenpen = 0.6,
@@ -251,6 +252,8 @@ def translate(
     if attention:
         from nmt.attention import require_matplotlib, write_heatmaps
         from nmt.progress import Progress
+        if len(model) > 1:
+            raise ConfigError("--attention plots one model's attention; give one --model, not an ensemble")
         require_matplotlib()  # fail before translating anything
     translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus,
                                  nbest=nbest, precision=precision, progress=log)
@@ -271,7 +274,8 @@ def translate(
 @app.command("eval", epilog="Example: nmt eval --model run/averaged.pt --src test.en --ref test.de --json")
 def evaluate(
     ref: Annotated[Path, typer.Option("--ref", help="Reference translations, one per line.")],
-    model: Annotated[Optional[Path], typer.Option("--model", "-m", help="Checkpoint to translate --src with.")] = None,
+    model: Annotated[Optional[List[Path]], typer.Option("--model", "-m", help="Checkpoint to translate --src with; "
+                                                        "repeat for an ensemble.")] = None,
     src: Annotated[Optional[Path], typer.Option("--src", help="Source file to translate.")] = None,
     hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this translation instead of translating.")] = None,
     save_hyp: Annotated[Optional[Path], typer.Option("--save-hyp", help="Also write the translations here.")] = None,

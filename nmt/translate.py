@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Optional
+from typing import BinaryIO, Iterable, Iterator, Optional, Sequence
 
 import torch
 
@@ -13,6 +13,8 @@ from nmt import checkpoint
 from nmt.attention import AttentionMaps, attention_maps
 from nmt.bpe import Tokenizer
 from nmt.device import inference_precision
+from nmt.ensemble import Ensemble
+from nmt.errors import ConfigError
 from nmt.files import read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
@@ -28,24 +30,29 @@ class Translation:
 
 
 class Translator:
-    """A checkpoint made ready to translate: model, tokenizer and search settings.
+    """A checkpoint (or an ensemble of checkpoints) made ready to translate: model, tokenizer and search
+    settings.
 
     `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU. `pack`: oneDNN pre-packed fp32 weights
-    on the CPU (see `prepare_model`).
+    on the CPU (see `prepare_model`). Several `model_path`s decode as an `Ensemble`; they must share
+    the BPE model (and so the vocabulary).
     """
 
-    def __init__(self, model_path: Path, search_cfg: SearchConfig = SearchConfig(), device: str = "cpu",
-                 max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
+    def __init__(self, model_path: Path | Sequence[Path], search_cfg: SearchConfig = SearchConfig(),
+                 device: str = "cpu", max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
                  precision: str = "fp32", pack: bool = True):
         self.search_cfg = search_cfg.validate()
         self.device = torch.device(device)
         precision = inference_precision(precision, self.device)
-        ckpt = checkpoint.load(model_path)
-        self.model = prepare_model(checkpoint.build_model(ckpt, model_path), precision, self.device, pack=pack)
+        paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
+        ckpts = [checkpoint.load(p) for p in paths]
+        check_same_vocabulary(ckpts, paths)
+        models = [prepare_model(checkpoint.build_model(c, p), precision, self.device, pack=pack) for c, p in zip(ckpts, paths)]
+        self.model = models[0] if len(models) == 1 else Ensemble(models)
         self.precision = precision
-        self.tokenizer = Tokenizer.from_bytes(ckpt["bpe_model"])
-        self.data = ckpt["data"]
-        self.max_positions = self.model.cfg.max_positions
+        self.tokenizer = Tokenizer.from_bytes(ckpts[0]["bpe_model"])
+        self.data = ckpts[0]["data"]
+        self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
 
@@ -75,7 +82,9 @@ class Translator:
         return results
 
     def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
-        """Cross-attention maps of `line` and one of its hypotheses."""
+        """Cross-attention maps of `line` and one of its hypotheses (of one model, not an ensemble)."""
+        if isinstance(self.model, Ensemble):
+            raise ConfigError("--attention plots one model's attention; give one --model")
         src_ids = self.encode([line], line_index)[0]
         return attention_maps(self.model, self.tokenizer, src_ids, hypothesis.tokens)
 
@@ -85,6 +94,14 @@ class Translator:
         for chunk in chunks:
             yield from self.translate_chunk(chunk, seen)
             seen += len(chunk)
+
+
+def check_same_vocabulary(ckpts: list[dict], paths: list[Path]) -> None:
+    """An ensemble's models must share the BPE model: the same ids must mean the same pieces."""
+    for ckpt, path in zip(ckpts[1:], paths[1:]):
+        if ckpt["bpe_model"] != ckpts[0]["bpe_model"]:
+            raise ConfigError(f"{path} and {paths[0]} use different BPE models (vocabularies); an ensemble needs "
+                              "models trained on data prepared with the same `nmt bpe` model")
 
 
 def encode_lines(tokenizer: Tokenizer, lines: list[str], max_positions: int, first_line: int = 0,
