@@ -60,15 +60,16 @@ def set_threads(threads: int) -> None:
 
 def make_translator(model: list[Path], beam: int, lenpen: float, lenpen_type: str, max_len_a: float, max_len_b: int,
                     max_tokens: int, batch_size: int, gpus: int, nbest: int = 1, precision: str = "fp32",
-                    progress=None):
-    """The translator of `translate` and `eval`, from their shared options."""
+                    progress=None, **sampling):
+    """The translator of `translate` and `eval`, from their shared options (`sampling`: SearchConfig's
+    sampling fields)."""
     from nmt.console import plain_logger
     from nmt.device import select_device
     from nmt.search import SearchConfig
     from nmt.translate import Translator
 
     cfg = SearchConfig(beam=beam, lenpen=lenpen, lenpen_type=lenpen_type, max_len_a=max_len_a,
-                       max_len_b=max_len_b, nbest=nbest)
+                       max_len_b=max_len_b, nbest=nbest, **sampling)
     return Translator(model, cfg, device=str(select_device(gpus)), max_tokens=max_tokens, max_sentences=batch_size,
                       progress=progress or plain_logger(), precision=precision)
 
@@ -237,6 +238,13 @@ def translate(
     int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation of the linear layers (faster, ~same BLEU).")] = False,
     attention: Annotated[Optional[Path], typer.Option("--attention", help="Also write cross-attention heatmaps "
                          "(PNG, one per line and layer, a panel per head) to this folder; needs matplotlib.")] = None,
+    sampling: Annotated[bool, typer.Option("--sampling", help="Draw each token at random instead of searching "
+                                           "(back-translation); --nbest N draws N translations per line.")] = False,
+    topk: Annotated[int, typer.Option("--topk", help="Sampling: among the k likeliest tokens only (0: all).")] = 0,
+    topp: Annotated[float, typer.Option("--topp", help="Sampling: among the likeliest tokens whose probability "
+                                        "reaches p (nucleus; 1: all).")] = 1.0,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling: < 1 sharper, > 1 flatter.")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Sampling: the same seed draws the same translations.")] = 1,
 ) -> None:
     """Translate stdin to stdout, one output line per input line, streaming."""
     from nmt.console import plain_logger
@@ -256,7 +264,8 @@ def translate(
             raise ConfigError("--attention plots one model's attention; give one --model, not an ensemble")
         require_matplotlib()  # fail before translating anything
     translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus,
-                                 nbest=nbest, precision=precision, progress=log)
+                                 nbest=nbest, precision=precision, progress=log, sampling=sampling, topk=topk,
+                                 topp=topp, temperature=temperature, seed=seed)
     stream = open(input, "rb") if input else sys.stdin.buffer
     try:
         for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):

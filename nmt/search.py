@@ -13,8 +13,10 @@ leave the batch, so the work shrinks as they finish.
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Optional, Protocol, Sequence
 
 import torch
 from torch import Tensor
@@ -29,7 +31,8 @@ class State(Protocol):
     """A model's decoding state for N hypotheses."""
 
     def select(self, index: Tensor) -> "State":
-        """Keep hypotheses `index` (N',): reorder, drop or repeat them."""
+        """Keep hypotheses `index` (N',): reorder, drop or repeat them (after `expand(k)`, whole groups
+        of k consecutive hypotheses, as beam search selects them)."""
 
     def expand(self, k: int) -> "State":
         """Each hypothesis becomes k consecutive ones."""
@@ -57,17 +60,30 @@ class SearchConfig:
     lenpen_type: str = "gnmt"  # gnmt: ((5 + len) / 6)^alpha; power: len^alpha (fairseq, Marian, CTranslate2)
     max_len_a: float = 1.5  # output length limit: a * source_length + b (BPE tokens, EOS excluded)
     max_len_b: int = 10
-    nbest: int = 1
+    nbest: int = 1  # hypotheses per sentence: the best of the beam, or independent samples
+    sampling: bool = False  # draw the next token at random instead of searching (back-translation)
+    topk: int = 0  # sampling: among the k likeliest tokens only; 0: all
+    topp: float = 1.0  # sampling: among the likeliest tokens whose probability reaches p (nucleus)
+    temperature: float = 1.0  # sampling: divides the log-probabilities; < 1 sharper, > 1 flatter
+    seed: int = 1  # sampling: with the line number, seeds each line's draws
 
     def validate(self) -> "SearchConfig":
         if self.beam < 1:
             raise ConfigError(f"--beam must be at least 1, got {self.beam}")
-        if not 1 <= self.nbest <= self.beam:
+        if not self.sampling and not 1 <= self.nbest <= self.beam:
             raise ConfigError(f"--nbest {self.nbest} must be between 1 and --beam {self.beam}")
+        if self.nbest < 1:
+            raise ConfigError(f"--nbest {self.nbest}: sampling draws at least one translation per line")
         if self.lenpen_type not in LENPEN_TYPES:
             raise ConfigError(f"--lenpen-type {self.lenpen_type!r}: use one of {', '.join(LENPEN_TYPES)}")
         if self.max_len_a < 0 or self.max_len_b < 0:
             raise ConfigError("--max-len-a and --max-len-b must not be negative")
+        if self.topk < 0:
+            raise ConfigError(f"--topk must not be negative (0: all tokens), got {self.topk}")
+        if not 0.0 < self.topp <= 1.0:
+            raise ConfigError(f"--topp must be in (0, 1], got {self.topp}")
+        if not 0.0 < self.temperature < math.inf:
+            raise ConfigError(f"--temperature must be a positive number, got {self.temperature}")
         return self
 
 
@@ -231,8 +247,78 @@ def select_alive(cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, K
     return scores, cand_beams.gather(1, pick), cand_tokens.gather(1, pick)
 
 
-def search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
-    """Greedy search for beam 1 (and nbest 1), beam search otherwise."""
+def sampling_probs(log_probs: Tensor, cfg: SearchConfig) -> Tensor:
+    """The distribution to draw the next token from: log_probs (N, V) / temperature, cut to the top k and
+    to the nucleus of probability topp (always keeping the likeliest token), renormalised. (N, V)"""
+    logits = log_probs / cfg.temperature
+    if 0 < cfg.topk < logits.size(-1):
+        kth = logits.topk(cfg.topk, dim=-1).values[:, -1:]  # (N, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if cfg.topp < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        sorted_probs = sorted_logits.softmax(-1)
+        before = sorted_probs.cumsum(-1) - sorted_probs  # probability of the likelier tokens
+        drop = torch.empty_like(before, dtype=torch.bool).scatter_(-1, order, before >= cfg.topp)  # back in V order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits.softmax(-1)
+
+
+def draw(probs: Tensor, u: Tensor) -> Tensor:
+    """Inverse-CDF sampling: for u (N,) uniform in [0, 1), the first token whose cumulative probability
+    exceeds u (so a token of probability 0 is never drawn). probs (N, V) -> tokens (N,)"""
+    cdf = probs.cumsum(-1)  # (N, V)
+    x = (u.to(cdf.dtype) * cdf[:, -1]).unsqueeze(1)  # (N, 1): scaled to the row's total, ~1
+    return torch.searchsorted(cdf, x, right=True).squeeze(1).clamp_(max=probs.size(-1) - 1)
+
+
+@torch.inference_mode()
+def sample_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int,
+                  keys: Optional[Sequence[int]] = None) -> list[list[Hypothesis]]:
+    """`cfg.nbest` independent samples per sentence of src (B, S), best score first.
+
+    Each sample draws from its own random stream, seeded by (cfg.seed, the sentence's key, the sample's
+    number), so a line gets the same samples whatever it is batched with; `keys` are the sentences'
+    line numbers (default 0..B-1). Scores are the model's log-probabilities of the drawn tokens (before
+    temperature, top-k and top-p), length-penalised as in beam search.
+    """
+    B, n = src.size(0), cfg.nbest
+    keys = range(B) if keys is None else keys
+    streams = [random.Random(f"{cfg.seed}:{key}:{j}") for key in keys for j in range(n)]
+    # Samples finish one by one, not in whole groups as beams do, so each gets its own rows of the
+    # state (a selection, not `expand`, which shares a sentence's source between its group).
+    state = model.start_decoding(src).select(torch.arange(B, device=src.device).repeat_interleave(n))
+    limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions).repeat_interleave(n)  # (B*n,)
+    rows = torch.arange(B * n, device=src.device)  # sample of each active row
+    tokens = torch.full((B * n,), BOS, dtype=torch.long, device=src.device)
+    history = src.new_zeros(B * n, 0)
+    totals = torch.zeros(B * n, device=src.device)
+    results: list[list[Hypothesis]] = [[] for _ in range(B)]
+    t = 0
+    while rows.numel():
+        log_probs = restrict_tokens(model.step(tokens, state)[:, None], limits[rows] <= t)[:, 0]  # (b, V)
+        u = torch.tensor([streams[r].random() for r in rows.tolist()], device=src.device)
+        tokens = draw(sampling_probs(log_probs, cfg), u)  # (b,)
+        totals = totals + log_probs.gather(1, tokens[:, None]).squeeze(1)
+        done = (tokens == EOS) | (limits[rows] <= t)
+        for i in done.nonzero().flatten().tolist():
+            score = totals[i].item()
+            penalty = length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type)
+            results[rows[i].item() // n].append(Hypothesis(history[i].tolist(), score / penalty, score))
+        history = torch.cat([history, tokens[:, None]], dim=1)
+        if done.any():
+            keep = (~done).nonzero().flatten()
+            rows, tokens, history, totals = rows[keep], tokens[keep], history[keep], totals[keep]
+            state = state.select(keep)
+        t += 1
+    return [sorted(hyps, key=lambda h: -h.score) for hyps in results]
+
+
+def search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int,
+           keys: Optional[Sequence[int]] = None) -> list[list[Hypothesis]]:
+    """Sampling with `cfg.sampling` (`keys`: the sentences' line numbers); otherwise greedy search for
+    beam 1 (and nbest 1), beam search for more."""
+    if cfg.sampling:
+        return sample_search(model, src, cfg, max_positions, keys)
     if cfg.beam == 1 and cfg.nbest == 1:
         return greedy_search(model, src, cfg, max_positions)
     return beam_search(model, src, cfg, max_positions)

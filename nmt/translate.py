@@ -75,7 +75,8 @@ class Translator:
             src = torch.full((len(batch), width), PAD, dtype=torch.long)
             for row, i in enumerate(batch):
                 src[row, : len(encoded[i])] = torch.tensor(encoded[i])
-            hyps = search(self.model, src.to(self.device), self.search_cfg, self.max_positions)
+            hyps = search(self.model, src.to(self.device), self.search_cfg, self.max_positions,
+                          keys=[first_line + i for i in batch])
             for i, sentence_hyps in zip(batch, hyps):
                 texts = self.tokenizer.decode([h.tokens for h in sentence_hyps])
                 results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)), lines[i])
