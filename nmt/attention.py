@@ -54,6 +54,44 @@ def attention_maps(model, tokenizer, src_ids: list[int], out_ids: list[int]) -> 
     return AttentionMaps(labels(list(src_ids)), labels(list(out_ids) + [EOS]), weights)
 
 
+WORD_START = "\u2581"  # youtokentome's word-start mark, "▁"
+
+
+def word_of_each_piece(pieces: list[str]) -> list[int]:
+    """The word (0-based) each piece belongs to; a word starts at a "▁" piece. EOS gets -1."""
+    words, word = [], -1
+    for piece in pieces:
+        if piece == EOS_LABEL:
+            words.append(-1)
+            continue
+        if piece.startswith(WORD_START) or word < 0:
+            word += 1
+        words.append(word)
+    return words
+
+
+def word_alignment(weights: Tensor, source: list[str], target: list[str]) -> list[tuple[int, int]]:
+    """Source-target word pairs from cross-attention weights (T, S): each output piece is aligned to the
+    source piece it attends to most (EOS on neither side counts), and pieces map to their words, as
+    fairseq's --print-alignment does from attention. Sorted, without repeats."""
+    src_words, tgt_words = word_of_each_piece(source), word_of_each_piece(target)
+    real_src = torch.tensor([w >= 0 for w in src_words])
+    if not real_src.any():
+        return []
+    best = weights.masked_fill(~real_src, float("-inf")).argmax(-1).tolist()  # (T,)
+    return sorted({(src_words[j], tgt_words[i]) for i, j in enumerate(best) if tgt_words[i] >= 0})
+
+
+def alignments(maps: AttentionMaps, layer: int = -1) -> list[tuple[int, int]]:
+    """Word alignment of one sentence pair from `layer`'s cross-attention, averaged over its heads."""
+    return word_alignment(maps.weights[layer].mean(0), maps.source, maps.target)
+
+
+def pharaoh(pairs: list[tuple[int, int]]) -> str:
+    """Pharaoh format: "0-0 1-2 ..." (source word - target word, 0-based)."""
+    return " ".join(f"{s}-{t}" for s, t in pairs)
+
+
 def require_matplotlib():
     """matplotlib.pyplot with a file-only backend; a one-line error when matplotlib is missing."""
     try:

@@ -245,10 +245,13 @@ def translate(
                                         "reaches p (nucleus; 1: all).")] = 1.0,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling: < 1 sharper, > 1 flatter.")] = 1.0,
     seed: Annotated[int, typer.Option("--seed", help="Sampling: the same seed draws the same translations.")] = 1,
+    alignments: Annotated[bool, typer.Option("--alignments", help="Also print word alignments from the last layer's "
+                          "cross-attention, Pharaoh format: TEXT ||| 0-0 1-2 ... (n-best: an extra column).")] = False,
 ) -> None:
     """Translate stdin to stdout, one output line per input line, streaming."""
     from nmt.console import plain_logger
     from nmt.errors import ConfigError
+    from nmt.attention import pharaoh
     from nmt.translate import format_nbest, read_chunks
 
     if int8:
@@ -260,9 +263,9 @@ def translate(
     if attention:
         from nmt.attention import require_matplotlib, write_heatmaps
         from nmt.progress import Progress
-        if len(model) > 1:
-            raise ConfigError("--attention plots one model's attention; give one --model, not an ensemble")
         require_matplotlib()  # fail before translating anything
+    if (attention or alignments) and len(model) > 1:
+        raise ConfigError("--attention and --alignments read one model's attention; give one --model, not an ensemble")
     translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus,
                                  nbest=nbest, precision=precision, progress=log, sampling=sampling, topk=topk,
                                  topp=topp, temperature=temperature, seed=seed)
@@ -270,6 +273,9 @@ def translate(
     try:
         for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
             lines = format_nbest(i, t) if nbest > 1 else [t.text]
+            if alignments:
+                aligned = [pharaoh(translator.alignment(t.source, h, i)) for _, h in t.hypotheses[: len(lines)]]
+                lines = [f"{line}\t{a}" if nbest > 1 else f"{line} ||| {a}" for line, a in zip(lines, aligned)]
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
             if attention and t.hypotheses and t.source:

@@ -10,7 +10,7 @@ from typing import BinaryIO, Iterable, Iterator, Optional, Sequence
 import torch
 
 from nmt import checkpoint
-from nmt.attention import AttentionMaps, attention_maps
+from nmt.attention import AttentionMaps, alignments, attention_maps
 from nmt.bpe import Tokenizer
 from nmt.device import inference_precision
 from nmt.ensemble import Ensemble
@@ -88,6 +88,12 @@ class Translator:
             raise ConfigError("--attention plots one model's attention; give one --model")
         src_ids = self.encode([line], line_index)[0]
         return attention_maps(self.model, self.tokenizer, src_ids, hypothesis.tokens)
+
+    def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
+        """Source-target word pairs of `line` and a hypothesis, from the last layer's cross-attention."""
+        if not hypothesis.tokens:
+            return []
+        return alignments(self.attention(line, hypothesis, line_index))
 
     def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
         """Translate a stream of chunks of lines, yielding one Translation per line, in order."""

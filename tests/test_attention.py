@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 import nmt.model as model_module
-from nmt.attention import AttentionMaps, attention_maps, write_heatmaps
+from nmt.attention import (AttentionMaps, alignments, attention_maps, pharaoh, word_alignment, word_of_each_piece,
+                           write_heatmaps)
 from nmt.bpe import Tokenizer
 from nmt.vocab import BOS, EOS, PAD
 from nmt.config import ModelConfig
@@ -99,3 +100,69 @@ def test_cli_attention_without_matplotlib_is_one_line_error(tiny_checkpoint, tmp
     assert r.stdout == ""
     assert r.stderr.strip().count("\n") == 0 and "pip install 'nmt[plot]'" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+# -- word alignments -------------------------------------------------------------------------------------
+
+W = "\u2581"
+
+
+@pytest.mark.parametrize("pieces, words", [
+    ([W + "a", W + "man", "</s>"], [0, 1, -1]),
+    ([W + "bi", "cy", "cle", W + ".", "</s>"], [0, 0, 0, 1, -1]),
+    (["x", W + "y"], [0, 1]),  # a first piece without the mark still starts a word
+    (["</s>"], [-1]),
+])
+def test_word_of_each_piece(pieces, words):
+    assert word_of_each_piece(pieces) == words
+
+
+def test_word_alignment_hand_built():
+    source = [W + "the", W + "bi", "cycle", W + ".", "</s>"]  # words: the=0 bicycle=1 .=2
+    target = [W + "das", W + "Fahr", "rad", W + ".", "</s>"]  # words: das=0 Fahrrad=1 .=2
+    weights = torch.tensor([  # (T, S): each output piece's attention over the source pieces
+        [0.7, 0.1, 0.1, 0.0, 0.1],   # das -> the
+        [0.0, 0.2, 0.6, 0.0, 0.2],   # Fahr -> cycle (word 1)
+        [0.0, 0.5, 0.1, 0.0, 0.4],   # rad -> bi (word 1): the same pair again
+        [0.1, 0.0, 0.0, 0.3, 0.6],   # . -> EOS is most attended, but EOS never aligns: "." (word 2)
+        [0.0, 0.0, 0.0, 0.0, 1.0],   # EOS: not aligned
+    ])
+    pairs = word_alignment(weights, source, target)
+    assert pairs == [(0, 0), (1, 1), (2, 2)]
+    assert pharaoh(pairs) == "0-0 1-1 2-2"
+
+
+def test_alignments_average_the_heads_of_the_last_layer():
+    source, target = [W + "a", W + "b", "</s>"], [W + "x", "</s>"]
+    weights = torch.zeros(2, 2, 2, 3)  # (L, H, T, S)
+    weights[0, :, 0, 0] = 1.0  # the first layer says a
+    weights[1, 0, 0] = torch.tensor([0.6, 0.4, 0.0])
+    weights[1, 1, 0] = torch.tensor([0.0, 1.0, 0.0])  # mean over heads: a 0.3, b 0.7
+    maps = AttentionMaps(source, target, weights)
+    assert alignments(maps) == [(1, 0)] and alignments(maps, layer=0) == [(0, 0)]
+
+
+def test_translator_alignments_stay_within_the_words(tiny_checkpoint):
+    translator = Translator(tiny_checkpoint, SearchConfig(beam=2))
+    lines = ["a man is riding a bicycle .", "two dogs play in the snow ."]
+    for i, t in enumerate(translator.translate_chunk(lines)):
+        pairs = translator.alignment(t.source, t.hypotheses[0][1], i)
+        assert pairs and all(0 <= s < len(t.source.split()) and 0 <= w < len(t.text.split()) for s, w in pairs)
+        assert {w for _, w in pairs} == set(range(len(t.text.split())))  # every output word is aligned
+
+
+def test_cli_alignments(tiny_checkpoint):
+    def run(*extra):
+        return subprocess.run([sys.executable, "-m", "nmt", "translate", "-m", str(tiny_checkpoint), "--alignments",
+                               "--threads", "1", *extra], input="a man is riding a bicycle .\n\n", capture_output=True,
+                              text=True, timeout=120)
+
+    one = run()
+    assert one.returncode == 0, one.stderr
+    first, empty = one.stdout.splitlines()
+    text, align = first.split(" ||| ")
+    assert text and all(p.count("-") == 1 for p in align.split()) and empty == " ||| "
+    nbest = run("--nbest", "2")
+    assert [len(row.split("\t")) for row in nbest.stdout.splitlines()] == [6, 6, 6, 6]
+    ensemble = run("-m", str(tiny_checkpoint))
+    assert ensemble.returncode == 1 and "give one --model" in ensemble.stderr
