@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 import sys
 import traceback
 from pathlib import Path
@@ -114,8 +115,6 @@ def prepare(
     threads: EncodeThreads = 0,
 ) -> None:
     """Encode parallel text with BPE, filter it, and write the binary training data; prints the filter report (JSON)."""
-    from dataclasses import asdict
-
     from nmt.console import progress_display
     from nmt.dataset import FilterConfig, prepare as run_prepare
 
@@ -286,15 +285,21 @@ def translate(
             stream.close()
 
 
-@app.command("eval", epilog="Example: nmt eval --model run/averaged.pt --src test.en --ref test.de --json")
+@app.command("eval", epilog="Example: nmt eval --model run/averaged.pt --src test.en --ref test.de --json   "
+                            "|   nmt eval --ref test.de --hyp base.de --hyp new.de --paired-bs")
 def evaluate(
-    ref: Annotated[Path, typer.Option("--ref", help="Reference translations, one per line.")],
+    ref: Annotated[List[Path], typer.Option("--ref", help="Reference translations, one per line; repeat for "
+                                            "several references per line.")],
     model: Annotated[Optional[List[Path]], typer.Option("--model", "-m", help="Checkpoint to translate --src with; "
                                                         "repeat for an ensemble.")] = None,
     src: Annotated[Optional[Path], typer.Option("--src", help="Source file to translate.")] = None,
-    hyp: Annotated[Optional[Path], typer.Option("--hyp", help="Score this translation instead of translating.")] = None,
+    hyp: Annotated[Optional[List[str]], typer.Option("--hyp", help="Translations to score ('-': stdin, the default "
+                                                     "without --model); repeat to score several systems.")] = None,
     save_hyp: Annotated[Optional[Path], typer.Option("--save-hyp", help="Also write the translations here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
+    paired_bs: Annotated[bool, typer.Option("--paired-bs", help="Paired bootstrap resampling (sacreBLEU's) of every "
+                         "system against the first --hyp, the baseline: BLEU, chrF, TER with p-values.")] = False,
+    paired_bs_n: Annotated[int, typer.Option("--paired-bs-n", help="Bootstrap resamples.")] = 1000,
     beam: Beam = 4,
     lenpen: Lenpen = 0.6,
     lenpen_type: LenpenType = "gnmt",
@@ -305,35 +310,80 @@ def evaluate(
     gpus: Gpus = 0,
     threads: Threads = 0,
 ) -> None:
-    """Score translations with sacreBLEU (BLEU 13a/intl, cased/uncased, chrF)."""
+    """Score translations with sacreBLEU (BLEU 13a/intl, cased/uncased, chrF, TER), against one or more references;
+    compare systems with paired bootstrap resampling."""
     from nmt.errors import InputError
-    from nmt.evaluate import check_parallel, score
+    from nmt.evaluate import check_parallel, paired_bootstrap, score, to_json
     from nmt.files import atomic_write, read_lines
     from nmt.translate import translate_file
 
-    if (hyp is None) == (model is None):
-        raise InputError("give either --hyp FILE (score a translation) or --model and --src (translate, then score)")
-    refs = list(read_lines(ref))
-    if hyp is not None:
-        hyps, hyp_name = list(read_lines(hyp)), str(hyp)
-    else:
+    refs = [list(read_lines(r)) for r in ref]
+    ref_names = [str(r) for r in ref]
+    systems = [read_system(h) for h in (hyp or ([] if model else ["-"]))]
+    if model:
         if src is None:
             raise InputError("--model needs --src: the source file to translate")
         sources = list(read_lines(src))
-        check_parallel(sources, refs, str(src), str(ref))
+        check_parallel(sources, refs[0], str(src), ref_names[0])
         set_threads(threads)
         translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus)
-        hyps, hyp_name = translate_file(translator, None, sources), f"translations of {src}"
+        translations = translate_file(translator, None, sources)
+        systems.append((f"translations of {src}", translations))
         if save_hyp:
             with atomic_write(save_hyp, "w") as f:
-                f.write("".join(h + "\n" for h in hyps))
-    scores = score(hyps, refs, hyp_name, str(ref))
+                f.write("".join(h + "\n" for h in translations))
+    if paired_bs:
+        results, signatures = paired_bootstrap(systems, refs, paired_bs_n)
+        if as_json:
+            print(json.dumps({"refs": ref_names, "lines": len(refs[0]), "signatures": signatures,
+                              "paired_bs": [asdict(r) for r in results]}, indent=2))
+        else:
+            print_paired(results, signatures)
+        return
+    scored = [(name, score(hyps, refs, name, ref_names)) for name, hyps in systems]
     if as_json:
-        from nmt.evaluate import to_json
-
-        print(json.dumps(to_json(scores, hyp=hyp_name, ref=str(ref), lines=len(refs)), indent=2))
-    else:
+        found = [to_json(scores, hyp=name, ref=ref_names[0] if len(ref_names) == 1 else ref_names, lines=len(refs[0]))
+                 for name, scores in scored]
+        print(json.dumps(found[0] if len(found) == 1 else found, indent=2))
+        return
+    for name, scores in scored:
+        if len(scored) > 1:
+            print(name)
         print_scores(scores)
+
+
+def read_system(name: str) -> tuple[str, list[str]]:
+    """A system's translations: a file, or stdin for '-'."""
+    from nmt.errors import InputError
+    from nmt.files import read_lines
+
+    if name != "-":
+        return name, list(read_lines(Path(name)))
+    if sys.stdin.isatty():
+        raise InputError("no translations to score: pipe them in (... | nmt eval --ref REF), or give --hyp FILE "
+                         "or --model and --src")
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"stdin is not valid UTF-8 ({e.reason}); convert it to UTF-8") from None
+    lines = text.split("\n")
+    if lines[-1] == "":  # the newline that ends the last line
+        lines.pop()
+    return "stdin", [line.rstrip("\r") for line in lines]
+
+
+def print_paired(results, signatures: dict[str, str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("system", "metric", "score", "mean ± 95% CI", "p-value", box=None)
+    for r in results:
+        p_value = "(baseline)" if r.p_value is None else f"{r.p_value:.4f}"
+        table.add_row(r.system, r.metric, f"{r.score:.2f}", f"{r.mean:.2f} ± {r.ci:.2f}", p_value)
+    console = Console(highlight=False, width=200)
+    console.print(table)
+    for metric, signature in signatures.items():
+        console.print(f"{metric}: {signature}")
 
 
 def print_scores(scores) -> None:

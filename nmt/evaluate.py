@@ -1,11 +1,14 @@
-"""Scoring with sacreBLEU: BLEU (13a and intl tokenisation, cased and uncased) and chrF, with signatures."""
+"""Scoring with sacreBLEU: BLEU (13a and intl tokenisation, cased and uncased), chrF and TER with their
+signatures, against one or several references, and sacreBLEU's paired bootstrap resampling between
+systems."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from typing import Optional, Sequence
 
 from nmt.errors import InputError
+from nmt.files import read_lines
 
 
 @dataclass
@@ -16,6 +19,18 @@ class Score:
     detail: str  # sacreBLEU's own formatted result (n-gram precisions, BP, ...)
 
 
+@dataclass
+class PairedScore:
+    """One system's score in a paired bootstrap test against the first (baseline) system."""
+
+    system: str
+    metric: str
+    score: float
+    mean: float  # over the bootstrap resamples
+    ci: float  # half-width of the 95% confidence interval of the mean
+    p_value: Optional[float]  # that the difference to the baseline is by chance; None for the baseline
+
+
 def check_parallel(hyps: list[str], refs: list[str], hyp_name: str, ref_name: str) -> None:
     if len(hyps) != len(refs):
         raise InputError(f"{hyp_name} has {len(hyps)} lines but {ref_name} has {len(refs)}; "
@@ -24,32 +39,69 @@ def check_parallel(hyps: list[str], refs: list[str], hyp_name: str, ref_name: st
         raise InputError(f"{ref_name} is empty; nothing to score")
 
 
-def score(hyps: list[str], refs: list[str], hyp_name: str = "hypotheses", ref_name: str = "references") -> list[Score]:
-    """Corpus-level scores of `hyps` against one reference per line."""
-    from sacrebleu.metrics import BLEU, CHRF
+def reference_sets(refs: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
+    """One reference (a list of lines) or several (a list of such lists), as a list of reference sets."""
+    if not refs or isinstance(refs[0], str):
+        return [list(refs)]
+    return [list(r) for r in refs]
 
-    check_parallel(hyps, refs, hyp_name, ref_name)
-    metrics = [
+
+def metrics() -> list[tuple[str, object]]:
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    return [
         ("BLEU 13a cased", BLEU(tokenize="13a")),
         ("BLEU 13a uncased", BLEU(tokenize="13a", lowercase=True)),
         ("BLEU intl cased", BLEU(tokenize="intl")),
         ("BLEU intl uncased", BLEU(tokenize="intl", lowercase=True)),
         ("chrF", CHRF()),
+        ("TER", TER()),
     ]
+
+
+def score(hyps: list[str], refs: Sequence[str] | Sequence[Sequence[str]], hyp_name: str = "hypotheses",
+          ref_name: str | Sequence[str] = "references") -> list[Score]:
+    """Corpus-level scores of `hyps` against one reference per line, or several (multi-reference)."""
+    sets = reference_sets(refs)
+    names = [ref_name] * len(sets) if isinstance(ref_name, str) else list(ref_name)
+    for r, name in zip(sets, names):
+        check_parallel(hyps, r, hyp_name, name)
     scores = []
-    for name, metric in metrics:
-        result = metric.corpus_score(hyps, [refs])
+    for name, metric in metrics():
+        result = metric.corpus_score(hyps, sets)
         scores.append(Score(name, round(result.score, 2), str(metric.get_signature()), str(result)))
     return scores
 
 
+PAIRED_METRICS = ("BLEU 13a cased", "chrF", "TER")
+
+
+def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: Sequence[str] | Sequence[Sequence[str]],
+                     n_samples: int = 1000) -> tuple[list[PairedScore], dict[str, str]]:
+    """sacreBLEU's paired bootstrap resampling of `systems` (name, lines) against the first one, the
+    baseline, for BLEU, chrF and TER; its seed is fixed (SACREBLEU_SEED, default 12345), so results
+    repeat. Returns the scores and each metric's signature."""
+    from sacrebleu.significance import PairedTest
+
+    if len(systems) < 2:
+        raise InputError("--paired-bs compares systems with a baseline: give two or more (the first is the baseline)")
+    if n_samples < 1:
+        raise InputError(f"--paired-bs-n must be at least 1, got {n_samples}")
+    sets = reference_sets(refs)
+    for name, hyps in systems:
+        for r in sets:
+            check_parallel(hyps, r, name, "the references")
+    chosen = {name: metric for name, metric in metrics() if name in PAIRED_METRICS}
+    test = PairedTest(systems, chosen, sets, test_type="bs", n_samples=n_samples)
+    signatures, results = test()
+    keys = [k for k in results if k != "System"]  # sacreBLEU's metric names, in the order of `chosen`
+    out = []
+    for metric_name, key in zip(chosen, keys):
+        for system, r in zip(results["System"], results[key]):
+            out.append(PairedScore(system, metric_name, round(float(r.score), 2), round(float(r.mean), 2), round(float(r.ci), 2),
+                                   None if r.p_value is None else round(float(r.p_value), 4)))
+    return out, {name: str(sig) for name, sig in zip(chosen, signatures.values())}
+
+
 def to_json(scores: list[Score], **extra) -> dict:
     return {**extra, "scores": [asdict(s) for s in scores]}
-
-
-def read_parallel(hyp: Path, ref: Path) -> tuple[list[str], list[str]]:
-    from nmt.files import read_lines
-
-    hyps, refs = list(read_lines(hyp)), list(read_lines(ref))
-    check_parallel(hyps, refs, str(hyp), str(ref))
-    return hyps, refs

@@ -336,3 +336,18 @@ def test_train_options_reach_the_config(tiny_data, tmp_path):
     model, train = ckpt["model_config"], ckpt["train_config"]
     assert (model["encoder_layers"], model["decoder_layers"], model["n_heads"], model["norm"]) == (1, 2, 2, "post")
     assert (train["adam_betas"], train["adam_eps"], train["max_epochs"]) == ([0.8, 0.9], 1e-7, 3)
+
+
+def test_eval_reads_stdin_and_compares_systems(tmp_path):
+    ref = tmp_path / "ref.de"
+    good = "ein großer Hund läuft über die Wiese\nzwei kleine Katzen schlafen auf dem Sofa\n"
+    ref.write_text(good)
+    base = tmp_path / "base.de"
+    base.write_text("ein Hund rennt über eine Wiese\nzwei Katze schläft auf das Sofa\n")
+    r = ok(nmt("eval", "--ref", ref, "--json", input=good))
+    assert json.loads(r.stdout)["hyp"] == "stdin" and json.loads(r.stdout)["scores"][0]["score"] == 100.0
+    r = ok(nmt("eval", "--ref", ref, "--hyp", base, "--hyp", "-", "--paired-bs", "--paired-bs-n", "50", "--json",
+               input=good))
+    found = {(x["system"], x["metric"]): x for x in json.loads(r.stdout)["paired_bs"]}
+    assert found[(str(base), "TER")]["p_value"] is None and found[("stdin", "BLEU 13a cased")]["score"] == 100.0
+    assert_user_error(nmt("eval", "--ref", ref, "--hyp", base, "--paired-bs"), "--paired-bs", "two or more")

@@ -3,7 +3,7 @@
 import pytest
 
 from nmt.errors import InputError
-from nmt.evaluate import score
+from nmt.evaluate import paired_bootstrap, score
 
 
 def by_name(scores):
@@ -52,3 +52,35 @@ def test_mismatched_lines_is_an_error():
 def test_empty_is_an_error():
     with pytest.raises(InputError, match="empty"):
         score([], [], "h", "r")
+
+
+def test_ter_is_in_the_table():
+    # TER = edits / reference words: one substitution in four words = 25
+    assert by_name(score(["a b c x"], ["a b c d"]))["TER"].score == pytest.approx(25.0)
+
+
+def test_several_references():
+    refs_a = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen ."]
+    refs_b = ["Ein Mann radelt .", "Zwei Hunde toben ."]
+    hyps = ["Ein Mann radelt .", "Zwei Hunde spielen ."]  # each line matches one of the references
+    one = by_name(score(hyps, refs_a))
+    two = by_name(score(hyps, [refs_a, refs_b], "h", ["a", "b"]))
+    assert two["BLEU 13a cased"].score == pytest.approx(100.0) and one["BLEU 13a cased"].score < 100.0
+    assert "nrefs:2" in two["BLEU 13a cased"].signature and two["TER"].score == pytest.approx(0.0)
+    with pytest.raises(InputError, match="b has 1"):
+        score(hyps, [refs_a, refs_b[:1]], "h", ["a", "b"])
+
+
+def test_paired_bootstrap():
+    refs = [f"the {w} sat on the mat today" for w in "cat dog bird cow fox hen pig rat ant bee".split()]
+    worse = [r.replace("sat", "sits").replace("today", "now") for r in refs]
+    results, signatures = paired_bootstrap([("base", worse), ("better", refs)], refs, n_samples=200)
+    table = {(r.system, r.metric): r for r in results}
+    assert {m for _, m in table} == {"BLEU 13a cased", "chrF", "TER"} and "bs:200" in signatures["BLEU 13a cased"]
+    assert all(table[("base", m)].p_value is None for m in ("BLEU 13a cased", "chrF", "TER"))
+    assert table[("better", "BLEU 13a cased")].score == 100.0 and table[("better", "BLEU 13a cased")].p_value < 0.05
+    assert table[("better", "TER")].score == 0.0 and table[("base", "TER")].score > 0.0
+    again, _ = paired_bootstrap([("base", worse), ("better", refs)], refs, n_samples=200)
+    assert again == results  # sacreBLEU's fixed seed
+    with pytest.raises(InputError, match="two or more"):
+        paired_bootstrap([("base", worse)], refs)
