@@ -73,6 +73,14 @@ def score(hyps: list[str], refs: Sequence[str] | Sequence[Sequence[str]], hyp_na
     return scores
 
 
+def bleu(hyps: list[str], refs: list[str], hyp_name: str = "hypotheses", ref_name: str = "references") -> float:
+    """sacreBLEU 13a cased, the first figure of the table, alone (validation needs no more)."""
+    from sacrebleu.metrics import BLEU
+
+    check_parallel(hyps, refs, hyp_name, ref_name)
+    return round(BLEU(tokenize="13a").corpus_score(hyps, [refs]).score, 2)
+
+
 PAIRED_METRICS = ("BLEU 13a cased", "chrF", "TER")
 
 

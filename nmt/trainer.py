@@ -33,7 +33,7 @@ from nmt.dataset import ParallelDataset, data_identity
 from nmt.device import autocast, make_scaler, training_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
-from nmt.evaluate import score
+from nmt.evaluate import bleu
 from nmt.loss import label_smoothed_loss
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
@@ -130,8 +130,7 @@ def open_tensorboard(log_dir: Path) -> Any:
 
 def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
     """sacreBLEU 13a cased, the first figure of `nmt eval`."""
-    return next(s.score for s in score(hyps, refs, "validation translations", "validation references")
-                if s.metric == "BLEU 13a cased")
+    return bleu(hyps, refs, "validation translations", "validation references")
 
 
 # -- training ------------------------------------------------------------------------------------

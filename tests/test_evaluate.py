@@ -3,7 +3,7 @@
 import pytest
 
 from nmt.errors import InputError
-from nmt.evaluate import paired_bootstrap, score
+from nmt.evaluate import bleu, paired_bootstrap, score
 
 
 def by_name(scores):
@@ -84,3 +84,8 @@ def test_paired_bootstrap():
     assert again == results  # sacreBLEU's fixed seed
     with pytest.raises(InputError, match="two or more"):
         paired_bootstrap([("base", worse)], refs)
+
+
+def test_bleu_alone_is_the_first_figure_of_the_table():
+    hyps, refs = ["ein Mann fährt mit dem Rad nach Hause"], ["ein Mann fährt mit einem Rad nach Hause"]
+    assert bleu(hyps, refs) == score(hyps, refs)[0].score
