@@ -127,7 +127,7 @@ def prepare(
 
 # `nmt train` options named otherwise than their config field; the options that set no field.
 TRAIN_OPTION_FIELDS = {"heads": "n_heads"}
-TRAIN_LAUNCH_OPTIONS = {"data", "out", "preset", "gpus", "nproc", "threads", "layers"}
+TRAIN_LAUNCH_OPTIONS = {"data", "out", "preset", "gpus", "nproc", "threads", "layers", "config", "print_config"}
 
 
 @app.command(epilog="Example: nmt train --data run/data --out run --preset base --gpus 8   "
@@ -180,21 +180,32 @@ def train(
     seed: Annotated[Optional[int], typer.Option("--seed")] = None,
     adam_betas: Annotated[Optional[Tuple[float, float]], typer.Option("--adam-betas", help="Adam's beta1 beta2.")] = None,
     adam_eps: Annotated[Optional[float], typer.Option("--adam-eps")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="TOML file of [model] and [train] fields (and "
+                      "preset); the options given here override it. RUN/config.toml of a run is one.")] = None,
+    print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved configuration (TOML) "
+                            "and exit without training.")] = False,
 ) -> None:
     """Train a Transformer (or resume the run in --out), on the CPU, GPUs or several machines."""
-    from nmt.config import ModelConfig, TrainConfig, overrides
+    from nmt.config import ModelConfig, TrainConfig, overrides, read_config_file, to_toml
     from nmt.console import err, progress_display
-    from nmt.train import train as run_train
+    from nmt.train import plan, train as run_train
 
     # Every other option sets the config field of its name (--heads: n_heads); tests/test_cli.py
     # checks that the options and the fields agree.
     options = dict(locals())
     set_threads(threads)
+    file_preset, file_model, file_train = read_config_file(config) if config else (None, {}, {})
+    preset = preset or file_preset
     # --layers sets both stacks; --encoder-layers / --decoder-layers win over it
     stacks = {"encoder_layers": encoder_layers or layers, "decoder_layers": decoder_layers or layers}
-    model_overrides = overrides(ModelConfig, {**options, **stacks}, renamed=TRAIN_OPTION_FIELDS)
+    model_overrides = {**file_model, **overrides(ModelConfig, {**options, **stacks}, renamed=TRAIN_OPTION_FIELDS)}
+    train_overrides = {**file_train, **overrides(TrainConfig, options)}
+    if print_config:
+        model_cfg, train_cfg, _ = plan(data, out, preset, model_overrides, train_overrides)
+        print(to_toml(model_cfg, train_cfg), end="")
+        return
     with progress_display() as report:
-        result = run_train(data, out, preset, model_overrides, overrides(TrainConfig, options), gpus=gpus,
+        result = run_train(data, out, preset, model_overrides, train_overrides, gpus=gpus,
                            progress=report, nproc=nproc, threads=threads)
     if result.rank != 0:  # under torchrun every process returns here; rank 0 speaks for the run
         return

@@ -176,3 +176,82 @@ def from_dict(cls: type, data: dict[str, Any]):
         raise ConfigError(f"unknown {cls.__name__} fields {sorted(unknown)}: was this written by a newer nmt?")
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     return cls(**kwargs)
+
+
+# -- configuration files ---------------------------------------------------------------------------
+
+SECTIONS = {"model": ModelConfig, "train": TrainConfig}
+
+
+def to_toml(model: ModelConfig, train: TrainConfig, preset: Optional[str] = None) -> str:
+    """A run's configuration as TOML: `[model]` and `[train]` with every field (what `--config` reads)."""
+    lines = ["# nmt run configuration: `nmt train --config FILE` reads it; command-line options override it", ""]
+    if preset:
+        lines += [f"preset = {_toml_value(preset)}", ""]
+    for section, config in (("model", model), ("train", train)):
+        lines.append(f"[{section}]")
+        lines += [f"{name} = {_toml_value(value)}" for name, value in to_dict(config).items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)  # round-trips exactly; inf/nan are rejected by validate() before they get here
+    return str(value)
+
+
+def read_config_file(path: Any) -> tuple[Optional[str], dict[str, Any], dict[str, Any]]:
+    """(preset, model fields, train fields) of a TOML file written by `to_toml` or by hand; unknown
+    sections or fields and values of the wrong type are a ConfigError naming the file."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"--config {path}: cannot read it ({e.strerror or e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"--config {path}: not valid TOML ({e})") from None
+    preset = data.pop("preset", None)
+    if preset is not None and not isinstance(preset, str):
+        raise ConfigError(f"--config {path}: preset must be a string such as \"base\"")
+    unknown = set(data) - set(SECTIONS)
+    if unknown:
+        raise ConfigError(f"--config {path}: unknown section(s) {sorted(unknown)}; use [model] and [train]")
+    found = {}
+    for section, cls in SECTIONS.items():
+        values = data.get(section, {})
+        if not isinstance(values, dict):
+            raise ConfigError(f"--config {path}: {section} must be a table, [{section}]")
+        found[section] = {name: _checked(path, section, cls, name, value) for name, value in values.items()}
+    return preset, found["model"], found["train"]
+
+
+def _checked(path: Any, section: str, cls: type, name: str, value: Any) -> Any:
+    """`value` as the type of field `name` of `cls` (an int is fine for a float, a list for a tuple)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if name not in fields:
+        raise ConfigError(f"--config {path}: [{section}] has no field {name!r}; "
+                          f"the fields are {', '.join(fields)}")
+    default = fields[name].default
+    if isinstance(default, tuple):
+        ok = isinstance(value, list) and len(value) == len(default) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        value = tuple(float(v) for v in value) if ok else value
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:
+        ok = isinstance(value, type(default)) and not (isinstance(value, bool) and not isinstance(default, bool))
+    if not ok:
+        raise ConfigError(f"--config {path}: [{section}] {name} = {value!r} should be like {default!r}")
+    return value

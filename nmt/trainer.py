@@ -28,18 +28,20 @@ from torch import Tensor
 from nmt import checkpoint
 from nmt.batching import collate, group_updates, make_batches, shard
 from nmt.bpe import Tokenizer
-from nmt.config import ModelConfig, TrainConfig, to_dict
+from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
 from nmt.dataset import ParallelDataset, data_identity
 from nmt.device import autocast, make_scaler, training_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
 from nmt.evaluate import bleu
+from nmt.files import atomic_write
 from nmt.loss import label_smoothed_loss
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import SearchConfig, search
 
 LOG_NAME = "log.jsonl"
+CONFIG_NAME = "config.toml"
 TENSORBOARD_DIR = "tensorboard"
 
 
@@ -449,6 +451,13 @@ class Trainer:
             sync = {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
             self.model = DistributedDataParallel(self.module, device_ids=ids, **sync)
 
+    def write_config(self) -> None:
+        """RUN/config.toml: the resolved configuration, which `nmt train --config` reads back; also logged."""
+        text = to_toml(self.model_cfg, self.cfg)
+        with atomic_write(self.out_dir / CONFIG_NAME, "w") as f:
+            f.write(text)
+        self.progress(Progress("train", message=f"configuration ({self.out_dir / CONFIG_NAME}):\n{text.rstrip()}"))
+
     def announce(self) -> None:
         backend = f"{self.comm.world} processes ({dist.get_backend()})" if self.comm.world > 1 else "1 process"
         self.progress(Progress("train", message=f"model: {count_parameters(self.module):,} parameters; "
@@ -460,6 +469,7 @@ class Trainer:
         if self.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.metrics = Metrics(self.out_dir)
+            self.write_config()
         self.wrap()
         self.announce()
         tokens_seen = 0

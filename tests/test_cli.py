@@ -351,3 +351,66 @@ def test_eval_reads_stdin_and_compares_systems(tmp_path):
     found = {(x["system"], x["metric"]): x for x in json.loads(r.stdout)["paired_bs"]}
     assert found[(str(base), "TER")]["p_value"] is None and found[("stdin", "BLEU 13a cased")]["score"] == 100.0
     assert_user_error(nmt("eval", "--ref", ref, "--hyp", base, "--paired-bs"), "--paired-bs", "two or more")
+
+
+# -- configuration files ---------------------------------------------------------------------------
+
+
+def test_config_file_and_options_agree(tiny_data, tmp_path):
+    """Every field set in a --config file gives the configuration the matching option gives, and options
+    override the file."""
+    from dataclasses import fields
+
+    from nmt.cli import TRAIN_OPTION_FIELDS
+    from nmt.config import ModelConfig, TrainConfig
+
+    # A value other than the tiny preset's for every settable field, through options...
+    values = {"d_model": 48, "n_heads": 3, "encoder_layers": 2, "decoder_layers": 3, "d_ff": 96, "dropout": 0.2,
+              "attention_dropout": 0.05, "activation_dropout": 0.15, "max_positions": 200, "positions": "learned",
+              "norm": "post", "max_tokens": 999, "update_tokens": 1999, "lr_factor": 1.5, "warmup": 77,
+              "adam_betas": (0.8, 0.95), "adam_eps": 1e-8, "label_smoothing": 0.2, "clip_norm": 1.5,
+              "max_updates": 321, "max_epochs": 9, "max_time": 60.5, "save_interval": 11, "keep_last": 3,
+              "valid_interval": 13, "log_interval": 7, "seed": 5, "precision": "fp32", "max_bad_updates": 4,
+              "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3}
+    settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {"vocab_size"}
+    assert set(values) == settable  # a new field needs a value here
+    option = {field: opt for opt, field in TRAIN_OPTION_FIELDS.items()}
+    args = []
+    for name, value in values.items():
+        flag = "--" + option.get(name, name).replace("_", "-")
+        args += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
+    base = ["train", "--data", tiny_data, "--out", tmp_path / "run", "--preset", "tiny", "--print-config"]
+    from_options = ok(nmt(*base, *args)).stdout
+    # ... and through a file: the printed configuration is such a file
+    config = tmp_path / "run.toml"
+    config.write_text(from_options)
+    assert ok(nmt(*base, "--config", config)).stdout == from_options
+    overridden = ok(nmt(*base, "--config", config, "--d-model", "60", "--heads", "4")).stdout
+    assert "d_model = 60" in overridden and "n_heads = 4" in overridden and "d_ff = 96" in overridden
+
+
+def test_a_run_writes_its_config_and_it_trains_the_same(tiny_data, tmp_path):
+    ok(nmt("train", "--data", tiny_data, "--out", tmp_path / "a", "--preset", "tiny", "--max-updates", "2",
+           "--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--threads", "1"))
+    written = (tmp_path / "a" / "config.toml").read_text()
+    ok(nmt("train", "--data", tiny_data, "--out", tmp_path / "b", "--config", tmp_path / "a" / "config.toml",
+           "--threads", "1"))
+    assert (tmp_path / "b" / "config.toml").read_text() == written
+    a = checkpoint.load(checkpoint.latest(tmp_path / "a"))
+    b = checkpoint.load(checkpoint.latest(tmp_path / "b"))
+    assert a["model_config"] == b["model_config"] and a["train_config"] == b["train_config"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[model]\nd_modle = 3\n", ["has no field 'd_modle'"]),
+    ("[model]\nd_model = \"big\"\n", ["d_model = 'big' should be like"]),
+    ("[optimizer]\nlr = 1\n", ["unknown section"]),
+    ("[model\n", ["not valid TOML"]),
+    ("[train]\nadam_betas = [0.9]\n", ["adam_betas"]),
+])
+def test_bad_config_files(tiny_data, tmp_path, text, words):
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    assert_user_error(nmt("train", "--data", tiny_data, "--out", tmp_path / "run", "--config", config), str(config),
+                      *words)
