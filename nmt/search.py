@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 import torch
 from torch import Tensor
@@ -137,35 +137,6 @@ def restrict_tokens(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 
 
 @torch.inference_mode()
-def greedy_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
-    """Arg-max decoding of src (B, S); one hypothesis per sentence."""
-    B = src.size(0)
-    state = model.start_decoding(src)
-    limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions)  # (B,)
-    rows = torch.arange(B, device=src.device)  # sentence of each active row
-    tokens = torch.full((B,), BOS, dtype=torch.long, device=src.device)
-    history = src.new_zeros(B, 0)
-    totals = torch.zeros(B, device=src.device)
-    results: list[list[Hypothesis]] = [[] for _ in range(B)]
-    t = 0
-    while rows.numel():
-        log_probs = restrict_tokens(model.step(tokens, state)[:, None], limits[rows] <= t)[:, 0]  # (b, V)
-        best_lp, tokens = log_probs.max(-1)  # (b,)
-        totals = totals + best_lp
-        done = (tokens == EOS) | (limits[rows] <= t)  # the limit ends a sentence even if EOS is impossible
-        for i in done.nonzero().flatten().tolist():
-            score = totals[i].item()
-            results[rows[i].item()] = [Hypothesis(history[i].tolist(), score / length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type), score)]
-        history = torch.cat([history, tokens[:, None]], dim=1)
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            rows, tokens, history, totals = rows[keep], tokens[keep], history[keep], totals[keep]
-            state = state.select(keep)
-        t += 1
-    return results
-
-
-@torch.inference_mode()
 def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Beam search of src (B, S); up to `cfg.nbest` hypotheses per sentence, best first.
 
@@ -271,6 +242,49 @@ def draw(probs: Tensor, u: Tensor) -> Tensor:
     return torch.searchsorted(cdf, x, right=True).squeeze(1).clamp_(max=probs.size(-1) - 1)
 
 
+Choose = Callable[[Tensor, Tensor], Tensor]  # (log_probs (b, V), rows (b,)) -> next tokens (b,)
+
+
+def one_by_one(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int, n: int,
+               choose: Choose) -> list[list[Hypothesis]]:
+    """The loop of greedy search and sampling: n hypotheses per sentence of src (B, S), each extended by
+    the token `choose` picks until EOS or its length limit, best score first; hypotheses leave the batch
+    as they end, so the work shrinks. Rows are numbered sentence * n + hypothesis."""
+    B = src.size(0)
+    state = model.start_decoding(src)
+    if n > 1:  # hypotheses end one by one, not in whole groups as beams do: each gets its own rows
+        state = state.select(torch.arange(B, device=src.device).repeat_interleave(n))
+    limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions).repeat_interleave(n)  # (B*n,)
+    rows = torch.arange(B * n, device=src.device)  # hypothesis of each active row
+    tokens = torch.full((B * n,), BOS, dtype=torch.long, device=src.device)
+    history = src.new_zeros(B * n, 0)
+    totals = torch.zeros(B * n, device=src.device)
+    results: list[list[Hypothesis]] = [[] for _ in range(B)]
+    t = 0
+    while rows.numel():
+        log_probs = restrict_tokens(model.step(tokens, state)[:, None], limits[rows] <= t)[:, 0]  # (b, V)
+        tokens = choose(log_probs, rows)  # (b,)
+        totals = totals + log_probs.gather(1, tokens[:, None]).squeeze(1)
+        done = (tokens == EOS) | (limits[rows] <= t)  # the limit ends a hypothesis even if EOS is impossible
+        penalty = length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type)
+        for i in done.nonzero().flatten().tolist():
+            score = totals[i].item()
+            results[rows[i].item() // n].append(Hypothesis(history[i].tolist(), score / penalty, score))
+        history = torch.cat([history, tokens[:, None]], dim=1)
+        if done.any():
+            keep = (~done).nonzero().flatten()
+            rows, tokens, history, totals = rows[keep], tokens[keep], history[keep], totals[keep]
+            state = state.select(keep)
+        t += 1
+    return [sorted(hyps, key=lambda h: -h.score) for hyps in results]
+
+
+@torch.inference_mode()
+def greedy_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
+    """Arg-max decoding of src (B, S); one hypothesis per sentence."""
+    return one_by_one(model, src, cfg, max_positions, 1, lambda log_probs, rows: log_probs.max(-1).indices)
+
+
 @torch.inference_mode()
 def sample_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int,
                   keys: Optional[Sequence[int]] = None) -> list[list[Hypothesis]]:
@@ -281,36 +295,14 @@ def sample_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions:
     line numbers (default 0..B-1). Scores are the model's log-probabilities of the drawn tokens (before
     temperature, top-k and top-p), length-penalised as in beam search.
     """
-    B, n = src.size(0), cfg.nbest
-    keys = range(B) if keys is None else keys
-    streams = [random.Random(f"{cfg.seed}:{key}:{j}") for key in keys for j in range(n)]
-    # Samples finish one by one, not in whole groups as beams do, so each gets its own rows of the
-    # state (a selection, not `expand`, which shares a sentence's source between its group).
-    state = model.start_decoding(src).select(torch.arange(B, device=src.device).repeat_interleave(n))
-    limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions).repeat_interleave(n)  # (B*n,)
-    rows = torch.arange(B * n, device=src.device)  # sample of each active row
-    tokens = torch.full((B * n,), BOS, dtype=torch.long, device=src.device)
-    history = src.new_zeros(B * n, 0)
-    totals = torch.zeros(B * n, device=src.device)
-    results: list[list[Hypothesis]] = [[] for _ in range(B)]
-    t = 0
-    while rows.numel():
-        log_probs = restrict_tokens(model.step(tokens, state)[:, None], limits[rows] <= t)[:, 0]  # (b, V)
-        u = torch.tensor([streams[r].random() for r in rows.tolist()], device=src.device)
-        tokens = draw(sampling_probs(log_probs, cfg), u)  # (b,)
-        totals = totals + log_probs.gather(1, tokens[:, None]).squeeze(1)
-        done = (tokens == EOS) | (limits[rows] <= t)
-        for i in done.nonzero().flatten().tolist():
-            score = totals[i].item()
-            penalty = length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type)
-            results[rows[i].item() // n].append(Hypothesis(history[i].tolist(), score / penalty, score))
-        history = torch.cat([history, tokens[:, None]], dim=1)
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            rows, tokens, history, totals = rows[keep], tokens[keep], history[keep], totals[keep]
-            state = state.select(keep)
-        t += 1
-    return [sorted(hyps, key=lambda h: -h.score) for hyps in results]
+    keys = range(src.size(0)) if keys is None else keys
+    streams = [random.Random(f"{cfg.seed}:{key}:{j}") for key in keys for j in range(cfg.nbest)]
+
+    def choose(log_probs: Tensor, rows: Tensor) -> Tensor:
+        u = torch.tensor([streams[r].random() for r in rows.tolist()], device=log_probs.device)
+        return draw(sampling_probs(log_probs, cfg), u)
+
+    return one_by_one(model, src, cfg, max_positions, cfg.nbest, choose)
 
 
 def search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int,
