@@ -454,8 +454,12 @@ class Trainer:
     def write_config(self) -> None:
         """RUN/config.toml: the resolved configuration, which `nmt train --config` reads back; also logged."""
         text = to_toml(self.model_cfg, self.cfg)
-        with atomic_write(self.out_dir / CONFIG_NAME, "w") as f:
-            f.write(text)
+        try:
+            with atomic_write(self.out_dir / CONFIG_NAME, "w") as f:
+                f.write(text)
+        except OSError as e:  # disk full, read-only folder: the user's to fix, not a bug
+            raise ConfigError(f"{self.out_dir / CONFIG_NAME}: cannot write the run's configuration "
+                              f"({e.strerror or e}); free disk space or choose a writable --out") from None
         self.progress(Progress("train", message=f"configuration ({self.out_dir / CONFIG_NAME}):\n{text.rstrip()}"))
 
     def announce(self) -> None:

@@ -201,3 +201,14 @@ def test_cli_train_with_the_new_options(data, tmp_path):
     assert (stored["valid_beam"], stored["valid_bleu_sentences"], stored["patience"], stored["max_bad_updates"],
             stored["precision"]) == (2, 3, 4, 7, "fp32")
     assert "valid_bleu" in log_records(tmp_path)[-1]
+
+
+def test_unwritable_config_is_a_one_line_error(data, tmp_path, monkeypatch):
+    import nmt.trainer as trainer
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trainer, "atomic_write", full_disk)
+    with pytest.raises(ConfigError, match="config.toml: cannot write the run's configuration .No space left"):
+        run(data, tmp_path, max_updates=1)
