@@ -23,7 +23,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	# youtokentome ships no wheel for recent Pythons; its build imports Cython, hence no build isolation.
 	$(PIP) install -q Cython
 	$(PY) -c "import youtokentome" 2>/dev/null || $(PIP) install -q --no-build-isolation youtokentome
-	$(PIP) install -q -e ".[test]"
+	$(PIP) install -q -e ".[test,serve]"
 	touch $@
 
 demo: install

@@ -14,6 +14,7 @@ import ctypes
 import itertools
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -22,8 +23,9 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import youtokentome as yttm
 
-from nmt.errors import InputError
-from nmt.files import atomic_write, read_lines, resolve_text
+from nmt.config import INT_MAX, check_range
+from nmt.errors import InputError, OutputError, os_error_message
+from nmt.files import atomic_write, check_output_file, read_lines, resolve_text
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
@@ -205,16 +207,53 @@ def reservoir_sample(lines: Iterable[str], n: int, seed: int) -> list[str]:
     return sample
 
 
-def _check_train_args(vocab_size: int, sample: int | None, coverage: float) -> None:
+def _check_train_args(vocab_size: int, sample: int | None, coverage: float, seed: int = 1) -> None:
     if not MIN_VOCAB_SIZE <= vocab_size <= MAX_VOCAB_SIZE:
         raise InputError(
             f"--vocab-size {vocab_size} is out of range; use {MIN_VOCAB_SIZE}..{MAX_VOCAB_SIZE} "
             "(37000 is the paper's joint English-German vocabulary)"
         )
-    if sample is not None and sample < 1:
+    if sample is not None and not 1 <= sample <= INT_MAX:
         raise InputError(f"--sample {sample} must be a positive number of lines (or omitted)")
+    check_range("--seed", seed, 0, INT_MAX)  # numpy's generators refuse negative seeds
     if not 0.0 < coverage <= 1.0:
         raise InputError(f"--coverage {coverage} must be in (0, 1]")
+
+
+SCRATCH_PREFIX = ".nmt-bpe-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_dead_scratch(folder: Path) -> list[Path]:
+    """Delete the `.nmt-bpe-PID-*` copies of the corpus that runs killed mid-training left in `folder`
+    (a corpus-sized file each); those of live processes stay."""
+    removed = []
+    for path in folder.glob(f"{SCRATCH_PREFIX}*"):
+        pid = path.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if path.is_dir() and (not pid.isdigit() or not _alive(int(pid))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _write_lines(path: Path, lines: Iterable[str]) -> int:
+    """Write `lines` to `path`, one per line; returns how many."""
+    n = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for line in lines:
+            f.write(line)
+            f.write("\n")
+            n += 1
+    return n
 
 
 def train_bpe(
@@ -233,26 +272,27 @@ def train_bpe(
     `coverage` is the share of characters kept (rarer ones become UNK).  The model is written
     atomically; yttm's chatter goes to stderr so stdout stays clean.
     """
-    _check_train_args(vocab_size, sample, coverage)
+    _check_train_args(vocab_size, sample, coverage, seed)
     if not inputs:
         raise InputError("no training text given; pass files to `nmt bpe --train`")
     paths = [resolve_text(p) for p in inputs]
     out = Path(out)
+    check_output_file(out, "--out")  # before the training, not after it
     out.parent.mkdir(parents=True, exist_ok=True)
     names = ", ".join(str(p) for p in paths)
 
-    # A scratch directory beside the output, since corpora may not fit in /tmp.
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".nmt-bpe-") as scratch:
+    # A scratch directory beside the output, since corpora may not fit in /tmp. Its name holds our pid,
+    # so that the next run can tell the copies of killed runs (deleted) from those of live ones.
+    remove_dead_scratch(out.parent)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f"{SCRATCH_PREFIX}{os.getpid()}-") as scratch:
         text = Path(scratch) / "text.txt"
         lines: Iterable[str] = _input_lines(paths, progress)
         if sample is not None:
             lines = reservoir_sample(lines, sample, seed)
-        n_lines = 0
-        with open(text, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line)
-                f.write("\n")
-                n_lines += 1
+        try:
+            n_lines = _write_lines(text, lines)
+        except OSError as e:  # a full or read-only disk (read errors are InputErrors already)
+            raise OutputError(os_error_message(e, out.parent, "cannot write the scratch copy of the text")) from e
         del lines  # free the sample before youtokentome loads its own copy of the text
         if n_lines == 0:
             raise InputError(f"{names}: no text to learn BPE from (empty input); check the files")

@@ -10,15 +10,17 @@ So `translate`, `eval` and `average` need nothing but the file.
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
+import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
 from nmt.config import ModelConfig, from_dict
-from nmt.errors import CheckpointError, InputError
+from nmt.errors import CheckpointError, InputError, OutputError
 from nmt.files import atomic_write
 
 FORMAT = "nmt-checkpoint"
@@ -28,6 +30,8 @@ STEP_PATTERN = re.compile(r"^checkpoint_(\d{8})\.pt$")
 # The best checkpoint by validation BLEU; STEP_PATTERN does not match it, so averaging and pruning skip it.
 BEST_NAME = "checkpoint_best.pt"
 INFERENCE_KEYS = ("format", "version", "model_config", "train_config", "data", "bpe_model", "model", "updates", "epoch")
+TRAINING_KEYS = ("optimizer", "position", "rng")  # what resuming needs beyond INFERENCE_KEYS
+DAMAGED_SUFFIX = ".damaged"  # a step checkpoint that resume skipped, renamed so that nothing picks it up again
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:
@@ -36,8 +40,13 @@ def save(path: Path, payload: dict[str, Any]) -> None:
     try:
         with atomic_write(path) as f:
             torch.save(payload, f)
-    except OSError as e:  # disk full, read-only folder, quota: the user's to fix, not a bug
-        raise CheckpointError(f"{path}: cannot write the checkpoint ({e.strerror or e}); "
+    except (OutputError, RuntimeError) as e:
+        # Disk full, read-only folder, quota: the user's to fix, not a bug. torch's zip writer reports a
+        # failed write as a RuntimeError ("unexpected pos ...") raised while handling the OSError.
+        cause = e.__cause__ if isinstance(e, OutputError) else e.__context__
+        if not isinstance(cause, OSError):
+            raise  # a folder in the way (already a one-line error), or a real bug
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({cause.strerror or cause}); "
                               "free disk space or choose a writable --out, then rerun to resume") from e
 
 
@@ -66,14 +75,36 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
     return ckpt
 
 
+def is_checkpoint_file(path: Path) -> bool:
+    """Whether `path` looks like a torch checkpoint (a zip archive) rather than a BPE model (text)."""
+    return Path(path).is_file() and zipfile.is_zipfile(path)
+
+
+def bpe_model_bytes(path: Path) -> bytes:
+    """The BPE model a checkpoint was trained with (its youtokentome model file, byte for byte)."""
+    return load(path)["bpe_model"]
+
+
 def model_config(ckpt: dict[str, Any]) -> ModelConfig:
     return from_dict(ModelConfig, ckpt["model_config"]).validate()
+
+
+def check_weights(state: dict[str, Any], path: Path | str) -> None:
+    """CheckpointError unless every weight is a finite tensor: NaN weights would translate every line to
+    nothing, without a word."""
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            raise CheckpointError(f"{path}: weight {name} is a {type(value).__name__}, not a tensor; the file is damaged")
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise CheckpointError(f"{path}: weight {name} holds NaN or infinite values (the run diverged before "
+                                  "this checkpoint); use an earlier checkpoint")
 
 
 def build_model(ckpt: dict[str, Any], path: Path | str = "checkpoint"):
     """Rebuild the Transformer stored in `ckpt` (on CPU, in eval mode)."""
     from nmt.model import Transformer
 
+    check_weights(ckpt["model"], path)
     model = Transformer(model_config(ckpt))
     try:
         model.load_state_dict(ckpt["model"])
@@ -94,6 +125,40 @@ def latest(run_dir: Path) -> Optional[Path]:
     return found[-1] if found else None
 
 
+def load_resumable(path: Path) -> dict[str, Any]:
+    """A step checkpoint that can resume training: loadable, with optimizer, counters and random state."""
+    ckpt = load(path)
+    missing = [k for k in TRAINING_KEYS if k not in ckpt]
+    if missing:
+        raise CheckpointError(f"{path}: lacks {', '.join(missing)} (an inference-only or damaged checkpoint)")
+    return ckpt
+
+
+def latest_resumable(run_dir: Path) -> tuple[Optional[Path], Optional[dict[str, Any]], list[str]]:
+    """The newest step checkpoint of `run_dir` that can resume training, loaded, and a note for each newer one
+    that could not (truncated by a crash, say), which is renamed NAME.damaged so that averaging and later
+    resumes skip it. (None, None, []) for a folder without step checkpoints; a CheckpointError, renaming
+    nothing, when none of them loads: starting afresh would silently throw the run away."""
+    found = step_checkpoints(run_dir)
+    errors: list[tuple[Path, str]] = []
+    for path in reversed(found):
+        try:
+            ckpt = load_resumable(path)
+        except CheckpointError as e:
+            errors.append((path, str(e)))
+            continue
+        notes = []
+        for bad, why in errors:
+            moved = bad.with_name(bad.name + DAMAGED_SUFFIX)
+            os.replace(bad, moved)
+            notes.append(f"warning: skipped {why}; renamed it {moved.name}, resuming from {path.name}")
+        return path, ckpt, notes
+    if errors:
+        raise CheckpointError(f"{run_dir}: none of its {len(found)} step checkpoints can resume training "
+                              f"(newest: {errors[0][1]}); move them out of the folder to start afresh")
+    return None, None, []
+
+
 def prune(run_dir: Path, keep_last: int) -> list[Path]:
     """Delete all but the newest `keep_last` step checkpoints; returns what was deleted."""
     old = step_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []
@@ -110,11 +175,14 @@ def average(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise InputError("no checkpoints to average; name files or a run folder with --last N")
     first = load(paths[0])
+    check_weights(first["model"], paths[0])
     sums: dict[str, torch.Tensor] = {k: v.double() if v.is_floating_point() else v.clone() for k, v in first["model"].items()}
     for path in paths[1:]:
         ckpt = load(path)
         if ckpt["model_config"] != first["model_config"] or ckpt["bpe_model"] != first["bpe_model"]:
             raise CheckpointError(f"{path}: model config or vocabulary differs from {paths[0]}; average checkpoints of one run only")
+        check_weights(ckpt["model"], path)
+        check_same_tensors(ckpt["model"], first["model"], path, paths[0])
         for k, v in ckpt["model"].items():
             if v.is_floating_point():
                 sums[k] += v.double()
@@ -126,6 +194,23 @@ def average(paths: list[Path]) -> dict[str, Any]:
     out["model"] = state
     out["averaged"] = [str(p) for p in paths]
     return out
+
+
+def check_same_tensors(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], path: Path,
+                       reference_path: Path) -> None:
+    """CheckpointError unless `state` has the keys, shapes and dtypes of `reference`: averaging would
+    otherwise broadcast one tensor over another, or average a weight with nothing."""
+    if state.keys() != reference.keys():
+        extra, missing = sorted(state.keys() - reference.keys()), sorted(reference.keys() - state.keys())
+        what = "; ".join(f"{label} {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
+                         for label, names in (("has", extra), ("lacks", missing)) if names)
+        raise CheckpointError(f"{path}: its weights differ from {reference_path} ({what}); "
+                              "average checkpoints of one run only")
+    for name, value in state.items():
+        ref = reference[name]
+        if value.shape != ref.shape or value.dtype != ref.dtype:
+            raise CheckpointError(f"{path}: weight {name} is {tuple(value.shape)} {value.dtype}, but "
+                                  f"{tuple(ref.shape)} {ref.dtype} in {reference_path}; average checkpoints of one run only")
 
 
 def resolve_average_inputs(inputs: list[Path], last: Optional[int]) -> list[Path]:

@@ -5,20 +5,100 @@ Heavy modules (torch) are imported inside the commands, so `nmt --help` starts f
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
-from dataclasses import asdict
 import sys
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 import typer
+from typer.core import TyperGroup
 from typing_extensions import Annotated
 
-from nmt.errors import NmtError
+from nmt.errors import NmtError, os_error_message
+
+
+def is_torch_io_error(e: BaseException) -> bool:
+    """torch's (de)serialiser reports failed reads and writes (a full disk, a truncated file) as
+    RuntimeErrors; they are the user's to fix, not bugs."""
+    if not isinstance(e, RuntimeError):
+        return False
+    text = str(e)
+    return isinstance(e.__context__, OSError) or any(
+        marker in text for marker in ("PytorchStreamWriter", "PytorchStreamReader", "file write failed",
+                                      "unexpected pos", "failed finding central directory"))
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """Python's MemoryError, or torch's (CPU allocator failures and CUDA's OutOfMemoryError)."""
+    text = str(e)
+    return isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text or type(e).__name__ == "OutOfMemoryError"))
+
+
+def error_line(e: BaseException) -> tuple[str, int]:
+    """The one line and exit code of an expected failure."""
+    if isinstance(e, NmtError):
+        return str(e), e.exit_code
+    if is_out_of_memory(e):
+        return ("out of memory; lower --max-tokens (or --batch-size, --beam), or use a machine with more "
+                f"memory ({str(e).splitlines()[0][:120] if str(e) else 'MemoryError'})"), 1
+    if isinstance(e, OSError):
+        return os_error_message(e), 1
+    cause = e.__context__ if isinstance(e.__context__, OSError) else None
+    if cause is not None:
+        return os_error_message(cause), 1
+    return f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; check the disk and the files named above", 1
+
+
+def report_error(e: BaseException) -> int:
+    """Render an expected failure as one red line on stderr (the traceback too with --debug); its exit code.
+
+    A reader that went away (`nmt translate ... | head -1`) is no error: exit 141 (128 + SIGPIPE) quietly,
+    as a program killed by SIGPIPE would.
+    """
+    if isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE):
+        with contextlib.suppress(OSError):  # silence the flush of stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    if isinstance(e, KeyboardInterrupt):
+        with contextlib.suppress(OSError):
+            sys.stderr.write("interrupted\n")
+        return 130
+    if DEBUG["on"]:
+        traceback.print_exc()
+    message, code = error_line(e)
+    with contextlib.suppress(OSError):  # stderr itself may be gone
+        from rich.text import Text
+
+        from nmt.console import err
+
+        err.print(Text("error: ", style="red") + Text(message), soft_wrap=True)
+    return code
+
+
+class ErrorBoundary(TyperGroup):
+    """The one place where failures meet the user: every expected one (NmtError, the OSError family,
+    torch's failed reads and writes, Ctrl-C, a closed pipe) becomes one line and an exit code. Anything
+    else is a bug and keeps its traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (NmtError, OSError, KeyboardInterrupt, MemoryError) as e:
+            sys.exit(report_error(e))
+        except RuntimeError as e:
+            if not (is_torch_io_error(e) or is_out_of_memory(e)):
+                raise  # a bug (or click's own Exit, a RuntimeError too)
+            sys.exit(report_error(e))
+
 
 app = typer.Typer(
+    cls=ErrorBoundary,
     name="nmt",
     help="Neural machine translation with the Transformer: download, bpe, prepare, train, average, translate, eval.\n\n"
          "Example: nmt demo --out /tmp/demo",
@@ -55,8 +135,34 @@ BatchSize = Annotated[int, typer.Option("--batch-size", help="Sentences per tran
 def set_threads(threads: int) -> None:
     import torch
 
+    from nmt.config import MAX_THREADS, check_range
+
+    check_range("--threads", threads, 0, MAX_THREADS)
     if threads > 0:
         torch.set_num_threads(threads)
+
+
+def stdin_bytes():
+    """stdin as a byte stream; InputError when the shell closed it (`<&-`)."""
+    from nmt.errors import InputError
+
+    if sys.stdin is None:
+        raise InputError("stdin is closed; pipe text in (... | nmt COMMAND) or name a file")
+    return sys.stdin.buffer
+
+
+def write_stdout(text: str) -> None:
+    """Write results to stdout now (a pipeline reads them as they come); a failed write (a full disk
+    under `> FILE`) names stdout. A closed pipe stays a BrokenPipeError: ErrorBoundary exits 141."""
+    from nmt.errors import OutputError
+
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(os_error_message(e, "stdout", "cannot write the results")) from None
 
 
 def make_translator(model: list[Path], beam: int, lenpen: float, lenpen_type: str, max_len_a: float, max_len_b: int,
@@ -100,7 +206,8 @@ def bpe(
 
 @app.command(epilog="Example: nmt prepare --bpe run/bpe.model --train data/train --valid data/valid --src en --tgt de --out run/data")
 def prepare(
-    bpe_model: Annotated[Path, typer.Option("--bpe", help="BPE model from `nmt bpe`.")],
+    bpe_model: Annotated[Path, typer.Option("--bpe", help="BPE model from `nmt bpe`, or a checkpoint (.pt) whose "
+                         "BPE model to use (to fine-tune it on this data).")],
     train: Annotated[str, typer.Option("--train", help="Path prefix: PREFIX.SRC and PREFIX.TGT (plain or .gz).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the binarized data.")],
     src: Annotated[str, typer.Option("--src", help="Source language suffix.")],
@@ -118,9 +225,13 @@ def prepare(
     from nmt.console import progress_display
     from nmt.dataset import FilterConfig, prepare as run_prepare
 
+    from nmt.bpe import Tokenizer
+    from nmt.checkpoint import bpe_model_bytes, is_checkpoint_file
+
     filters = FilterConfig(min_len=min_len, max_len=max_len, max_ratio=max_ratio, dedup=dedup)
+    bpe = Tokenizer(bpe_model_bytes(bpe_model), str(bpe_model)) if is_checkpoint_file(bpe_model) else bpe_model
     with progress_display() as report:
-        reports = run_prepare(bpe_model, out, src, tgt, train, valid, test, filters=filters,
+        reports = run_prepare(bpe, out, src, tgt, train, valid, test, filters=filters,
                               threads=threads or -1, chunk_size=chunk_size, progress=report)
     print(json.dumps({split: asdict(r) for split, r in reports.items()}, indent=2))  # the filter report is the result
 
@@ -180,6 +291,12 @@ def train(
     seed: Annotated[Optional[int], typer.Option("--seed")] = None,
     adam_betas: Annotated[Optional[Tuple[float, float]], typer.Option("--adam-betas", help="Adam's beta1 beta2.")] = None,
     adam_eps: Annotated[Optional[float], typer.Option("--adam-eps")] = None,
+    init_from: Annotated[Optional[str], typer.Option("--init-from", help="Fine-tune: start a new run from this "
+                         "checkpoint's weights and architecture (its BPE must be the data's: nmt prepare --bpe CKPT).")] = None,
+    reset_optimizer: Annotated[Optional[bool], typer.Option("--reset-optimizer/--no-reset-optimizer", help="With "
+                               "--init-from: a fresh Adam (default), or keep the checkpoint's moments.")] = None,
+    reset_lr_scheduler: Annotated[Optional[bool], typer.Option("--reset-lr-scheduler/--no-reset-lr-scheduler", help="With "
+                                  "--init-from: warm up from update 0 (default), or continue its schedule.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML file of [model] and [train] fields (and "
                       "preset); the options given here override it. RUN/config.toml of a run is one.")] = None,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved configuration (TOML) "
@@ -225,6 +342,9 @@ def average(
     from nmt import checkpoint
     from nmt.console import err
 
+    from nmt.files import check_output_file
+
+    check_output_file(out, "--out")
     paths = checkpoint.resolve_average_inputs(inputs, last)
     checkpoint.save(out, checkpoint.average(paths))
     err.print(f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {out}")
@@ -262,6 +382,7 @@ def translate(
     from nmt.console import plain_logger
     from nmt.errors import ConfigError
     from nmt.attention import pharaoh
+    from nmt.files import open_binary, resolve_text
     from nmt.translate import format_nbest, read_chunks
 
     if int8:
@@ -279,15 +400,14 @@ def translate(
     translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus,
                                  nbest=nbest, precision=precision, progress=log, sampling=sampling, topk=topk,
                                  topp=topp, temperature=temperature, seed=seed)
-    stream = open(input, "rb") if input else sys.stdin.buffer
+    stream = open_binary(resolve_text(input)) if input else stdin_bytes()
     try:
         for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
             lines = format_nbest(i, t) if nbest > 1 else [t.text]
             if alignments:
                 aligned = [pharaoh(translator.alignment(t.source, h, i)) for _, h in t.hypotheses[: len(lines)]]
                 lines = [f"{line}\t{a}" if nbest > 1 else f"{line} ||| {a}" for line, a in zip(lines, aligned)]
-            sys.stdout.write("\n".join(lines) + "\n")
-            sys.stdout.flush()
+            write_stdout("\n".join(lines) + "\n")
             if attention and t.hypotheses and t.source:
                 paths = write_heatmaps(translator.attention(t.source, t.hypotheses[0][1], i), attention, i)
                 log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} to {attention}"))
@@ -323,11 +443,15 @@ def evaluate(
 ) -> None:
     """Score translations with sacreBLEU (BLEU 13a/intl, cased/uncased, chrF, TER), against one or more references;
     compare systems with paired bootstrap resampling."""
+    from nmt.config import INT_MAX, check_range
     from nmt.errors import InputError
     from nmt.evaluate import check_parallel, paired_bootstrap, score, to_json
-    from nmt.files import atomic_write, read_lines
+    from nmt.files import atomic_write, check_output_file, read_lines
     from nmt.translate import translate_file
 
+    check_range("--paired-bs-n", paired_bs_n, 1, INT_MAX)
+    if save_hyp:
+        check_output_file(save_hyp, "--save-hyp")  # now, not after translating everything
     refs = [list(read_lines(r)) for r in ref]
     ref_names = [str(r) for r in ref]
     systems = [read_system(h) for h in (hyp or ([] if model else ["-"]))]
@@ -370,11 +494,12 @@ def read_system(name: str) -> tuple[str, list[str]]:
 
     if name != "-":
         return name, list(read_lines(Path(name)))
-    if sys.stdin.isatty():
+    stream = stdin_bytes()
+    if stream.isatty():
         raise InputError("no translations to score: pipe them in (... | nmt eval --ref REF), or give --hyp FILE "
                          "or --model and --src")
     try:
-        text = sys.stdin.buffer.read().decode("utf-8")
+        text = stream.read().decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"stdin is not valid UTF-8 ({e.reason}); convert it to UTF-8") from None
     lines = text.split("\n")
@@ -434,6 +559,10 @@ def download(
     mirror: Annotated[Optional[str], typer.Option("--mirror", help="Base URL or local folder that replaces the dataset's source.")] = None,
     extra_tests: Annotated[bool, typer.Option("--extra-tests", help="Also fetch the dataset's extra test sets.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the known datasets.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the server's next bytes (connect: "
+                       "10 at most); a transfer that brings under 1 KiB in this time has stalled and is resumed.")] = 30.0,
+    verify: Annotated[bool, typer.Option("--verify", help="Check the files in --out against MANIFEST.json's sizes "
+                      "and sha256, download nothing; exit 1 if any differs.")] = False,
 ) -> None:
     """Download a parallel dataset into OUT/{train,valid,test}.{src,tgt} with a MANIFEST.json."""
     from nmt import download as dl
@@ -451,9 +580,68 @@ def download(
         return
     if name is None or out is None:
         raise InputError("name a dataset and --out FOLDER (e.g. nmt download multi30k --out data/multi30k), or use --list")
+    if verify:
+        good, problems = dl.verify_outputs(out)
+        for problem in problems:
+            print(problem)
+        if problems:
+            raise InputError(f"{out}: {len(problems)} of {len(good) + len(problems)} files differ from {dl.MANIFEST}; "
+                             f"run `nmt download {name} --out {out}` again to rewrite them")
+        err.print(f"{out}: all {len(good)} files match {dl.MANIFEST}")
+        return
     with progress_display(bytes_unit=True) as report:
-        result = dl.download(name, out, mirror=mirror, extra_tests=extra_tests, progress=report)
+        result = dl.download(name, out, mirror=mirror, extra_tests=extra_tests, progress=report, timeout=timeout)
     err.print(dl.summary(result))
+
+
+@app.command(epilog="Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s localhost:8080/v1/translate "
+                     "-H 'Content-Type: application/json' -d '{\"text\": \"A man is walking.\"}'")
+def serve(
+    model: ModelPaths,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (127.0.0.1: this machine only; "
+                                      "0.0.0.0: every interface, e.g. behind a reverse proxy).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8080,
+    beam: Beam = 4,
+    lenpen: Lenpen = 0.6,
+    lenpen_type: LenpenType = "gnmt",
+    max_len_a: MaxLenA = 1.5,
+    max_len_b: MaxLenB = 10,
+    gpus: Gpus = 0,
+    threads: Threads = 0,
+    precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 or bf16 (GPU); int8 (CPU).")] = "fp32",
+    int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation (same as --precision int8).")] = False,
+    max_batch_tokens: Annotated[int, typer.Option("--max-batch-tokens", help="Source tokens per model batch.")] = 4096,
+    max_batch_sentences: Annotated[int, typer.Option("--max-batch-sentences", help="Lines merged into one batch.")] = 128,
+    max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", help="How long a request waits for others to "
+                                               "join its batch.")] = 10.0,
+    max_queue: Annotated[int, typer.Option("--max-queue", help="Lines waiting at most; then 503 + Retry-After.")] = 4096,
+    max_lines: Annotated[int, typer.Option("--max-lines", help="Lines per request at most (413 beyond).")] = 256,
+    max_chars: Annotated[int, typer.Option("--max-chars", help="Characters per line at most (413 beyond).")] = 5000,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds a request may wait (504 after).")] = 60.0,
+) -> None:
+    """Serve a checkpoint over HTTP: POST /v1/translate, LibreTranslate's POST /translate, /health, /metrics;
+    concurrent requests are batched together. Needs the web stack: pip install "nmt[serve]"."""
+    from nmt.config import check_range
+    from nmt.console import plain_logger
+    from nmt.errors import ConfigError
+    from nmt.progress import Progress
+    from nmt.serve import ServeConfig, model_info, require_web_stack, serve as run_server
+
+    require_web_stack()
+    check_range("--port", port, 0, 65535)
+    cfg = ServeConfig(max_batch_sentences=max_batch_sentences, max_batch_tokens=max_batch_tokens,
+                      max_wait_ms=max_wait_ms, max_queue=max_queue, max_lines=max_lines, max_chars=max_chars,
+                      timeout=timeout).validate()
+    if int8:
+        if precision not in ("fp32", "int8"):
+            raise ConfigError(f"--int8 contradicts --precision {precision}; give one of them")
+        precision = "int8"
+    set_threads(threads)
+    log = plain_logger()
+    translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_batch_tokens,
+                                 max_batch_sentences, gpus, precision=precision, progress=log)
+    run_server(translator, model_info(model, translator), cfg, host, port,
+               log=lambda message: log(Progress("serve", message=message)))
 
 
 @app.command(epilog="Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model")
@@ -475,22 +663,8 @@ def export(
 
 
 def main() -> None:
-    """Entry point: run the app; NmtErrors become one red line on stderr and exit code 1."""
+    """Entry point: run the app (its errors are rendered by ErrorBoundary)."""
     try:
         app()
-    except NmtError as e:
-        if DEBUG["on"]:
-            traceback.print_exc()
-        from rich.text import Text
-
-        from nmt.console import err
-
-        err.print(Text("error: ", style="red") + Text(str(e)), soft_wrap=True)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): not an error of ours; silence the flush at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+    except (NmtError, OSError, KeyboardInterrupt) as e:  # raised outside a command (e.g. while parsing)
+        sys.exit(report_error(e))

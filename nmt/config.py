@@ -7,10 +7,33 @@ A preset is just a named pair of configs. The final configs are stored in every 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from nmt.errors import ConfigError
+
+# The largest count or size an option takes: a sanity cap, so that no value overflows the int32/int64
+# arithmetic of torch and numpy (or a seed their generators refuse) deep inside a run.
+INT_MAX = 2**31 - 1
+MAX_THREADS = 1024  # torch crashes (SIGSEGV) when asked for ~100k threads
+
+
+def option_name(field_name: str) -> str:
+    """The command-line option of a config field: max_len_a -> --max-len-a."""
+    return "--" + field_name.replace("_", "-")
+
+
+def check_range(option: str, value: float, low: Optional[float] = None, high: Optional[float] = None, *,
+                low_open: bool = False, high_open: bool = False) -> None:
+    """ConfigError naming `option` unless `value` is a finite number between `low` and `high` (each
+    included unless open). NaN fails every comparison, so it is caught first rather than slipping past one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{option} must be a finite number, got {value}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ConfigError(f"{option} must be {'above' if low_open else 'at least'} {low}, got {value}")
+    if high is not None and (value >= high if high_open else value > high):
+        raise ConfigError(f"{option} must be {'below' if high_open else 'at most'} {high}, got {value}")
 
 
 @dataclass
@@ -38,13 +61,14 @@ class ModelConfig:
         if self.norm not in ("pre", "post"):
             raise ConfigError(f"--norm {self.norm!r}: use 'pre' or 'post'")
         for name in ("vocab_size", "d_model", "n_heads", "encoder_layers", "decoder_layers", "d_ff", "max_positions"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+            check_range(option_name(name), getattr(self, name), 1, INT_MAX)
         for name in ("dropout", "attention_dropout", "activation_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
+            check_range(option_name(name), getattr(self, name), 0.0, 1.0, high_open=True)
         return self
 
+
+# The widest beam search: its memory grows with beam x vocabulary per sentence.
+MAX_BEAM = 1024
 
 # Number formats, for training and translation alike (nmt.device resolves them for a device).
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
@@ -76,22 +100,26 @@ class TrainConfig:
     valid_bleu_sentences: int = 500  # validation sentences translated for BLEU; 0: loss only
     valid_beam: int = 1  # beam of the validation translations; 1: greedy
     patience: int = 0  # stop after this many validations without a BLEU improvement; 0: never
+    init_from: str = ""  # fine-tuning: a new run starts from this checkpoint's weights; "": from scratch
+    reset_optimizer: bool = True  # with init_from: a fresh Adam; False: the checkpoint's moments
+    reset_lr_scheduler: bool = True  # with init_from: warmup from update 0; False: continue its schedule
 
     def validate(self) -> "TrainConfig":
-        if self.max_tokens < 1 or self.update_tokens < 1:
-            raise ConfigError("--max-tokens and --update-tokens must be positive")
-        if self.warmup < 1:
-            raise ConfigError(f"--warmup must be at least 1, got {self.warmup}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ConfigError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.max_updates < 1:
-            raise ConfigError(f"--max-updates must be at least 1, got {self.max_updates}")
-        for name in ("save_interval", "keep_last", "valid_interval", "log_interval", "max_bad_updates", "valid_beam"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        for name in ("valid_bleu_sentences", "patience"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+        for name in ("max_tokens", "update_tokens", "warmup", "max_updates", "save_interval", "keep_last",
+                     "valid_interval", "log_interval", "max_bad_updates"):
+            check_range(option_name(name), getattr(self, name), 1, INT_MAX)
+        for name in ("max_epochs", "valid_bleu_sentences", "patience", "seed"):  # 0: no limit / loss only / never
+            check_range(option_name(name), getattr(self, name), 0, INT_MAX)
+        check_range("--valid-beam", self.valid_beam, 1, MAX_BEAM)
+        check_range("--lr-factor", self.lr_factor, 0.0, low_open=True)
+        check_range("--label-smoothing", self.label_smoothing, 0.0, 1.0, high_open=True)
+        check_range("--clip-norm", self.clip_norm, 0.0)  # 0: no clipping
+        check_range("--max-time", self.max_time, 0.0)  # 0: no limit
+        check_range("--adam-eps", self.adam_eps, 0.0)
+        if len(self.adam_betas) != 2:
+            raise ConfigError(f"--adam-betas takes two numbers (beta1 beta2), got {len(self.adam_betas)}")
+        for beta in self.adam_betas:  # torch's Adam refuses others with a ValueError
+            check_range("--adam-betas", beta, 0.0, 1.0, high_open=True)
         if self.precision not in TRAINING_PRECISIONS:
             raise ConfigError(f"--precision {self.precision!r}: use one of {', '.join(TRAINING_PRECISIONS)}")
         if self.patience and not self.valid_bleu_sentences:

@@ -32,8 +32,9 @@ from typing import Callable, Iterator
 import numpy as np
 
 from nmt.bpe import Tokenizer
+from nmt.config import INT_MAX, check_range
 from nmt.errors import ConfigError, DataError, InputError
-from nmt.files import atomic_write, read_lines, resolve_text
+from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_text
 from nmt.progress import Progress, ProgressFn, ignore
 
 FORMAT = "nmt-data"
@@ -43,6 +44,7 @@ _IDX_HEADER = struct.Struct("<8sIIQ")  # magic, version, dtype code, count: 24 b
 _DTYPES = {1: np.dtype("<u2"), 2: np.dtype("<u4")}
 _PARTIAL = ".partial"  # suffix of files still being written; never read
 _OWN_FILES = ("meta.json", "report.json", "bpe.model")
+_STAGING = ".staging"  # a store being written, inside the store's folder (same file system: renames swap it in)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,14 @@ class FilterConfig:
     max_len: int = 150
     max_ratio: float = 2.0
     dedup: bool = True
+
+    def validate(self) -> "FilterConfig":
+        check_range("--min-len", self.min_len, 1, INT_MAX)
+        check_range("--max-len", self.max_len, 1, INT_MAX)
+        if self.max_len < self.min_len:
+            raise ConfigError(f"--max-len {self.max_len} is below --min-len {self.min_len}; raise --max-len")
+        check_range("--max-ratio", self.max_ratio, 1.0)  # NaN would silently disable the filter
+        return self
 
 
 @dataclass
@@ -74,15 +84,6 @@ class SplitReport:
 
 def _dtype_code(vocab_size: int) -> int:
     return 1 if vocab_size <= 65535 else 2
-
-
-def _check_filters(f: FilterConfig) -> None:
-    if f.min_len < 1:
-        raise InputError(f"--min-len {f.min_len} must be at least 1")
-    if f.max_len < f.min_len:
-        raise ConfigError(f"--max-len {f.max_len} is below --min-len {f.min_len}; raise --max-len")
-    if f.max_ratio < 1.0:
-        raise InputError(f"--max-ratio {f.max_ratio} must be at least 1.0")
 
 
 # ---------------------------------------------------------------------------- reading text
@@ -404,73 +405,47 @@ def _remove_partials(out: Path) -> None:
             p.unlink()
 
 
-def _remove_stale(out: Path) -> None:
-    """Delete meta.json first (the store is no longer finished), then leftovers of crashed runs."""
-    with contextlib.suppress(FileNotFoundError):
-        (out / "meta.json").unlink()
+def _remove_leftovers(out: Path) -> None:
+    """Delete what crashed runs left in `out`: `.partial` files, a staging folder, atomic_write's
+    `.{name}.XXXX.tmp` files. Called while holding the folder's lock, so no live process owns them."""
     _remove_partials(out)
-    for name in ("train", "valid", "test"):  # splits an earlier run wrote and this one may not
-        for ext in ("bin", "idx"):
-            with contextlib.suppress(FileNotFoundError):
-                (out / f"{name}.{ext}").unlink()
+    shutil.rmtree(out / _STAGING, ignore_errors=True)
     for p in out.glob(".*.tmp"):
-        # atomic_write leaves `.{name}.XXXX.tmp` when the process is killed mid-write.
         if any(p.name.startswith(f".{name}.") for name in _OWN_FILES):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
 
 
-def prepare(
-    bpe_model: Path,
-    out: Path,
-    src: str,
-    tgt: str,
-    train: str | Path,
-    valid: str | Path | None = None,
-    test: str | Path | None = None,
-    filters: FilterConfig = FilterConfig(),
-    threads: int = -1,
-    chunk_size: int = 100_000,
-    progress: ProgressFn = ignore,
-) -> dict[str, SplitReport]:
-    """Binarize `{prefix}.{src}` / `{prefix}.{tgt}` for each given split into `out/`.
+def _swap_in(staging: Path, out: Path) -> None:
+    """Replace the store in `out` by the finished one in `staging`. meta.json goes first and comes back
+    last, so a crash in between leaves a store that reads as unfinished, never a mix that reads as good."""
+    with contextlib.suppress(FileNotFoundError):
+        (out / "meta.json").unlink()
+    for name in ("train", "valid", "test"):  # splits an earlier run wrote and this one may not
+        for ext in ("bin", "idx"):
+            with contextlib.suppress(FileNotFoundError):
+                (out / f"{name}.{ext}").unlink()
+    for path in sorted(staging.iterdir(), key=lambda p: p.name == "meta.json"):
+        os.replace(path, out / path.name)
+    staging.rmdir()
 
-    Filters apply to train only; valid/test keep every non-empty pair.  Overwrites an
-    earlier store in `out/`; meta.json is written last, so an interrupted run is never
-    mistaken for a finished one, and running again starts cleanly.
-    """
-    _check_filters(filters)
-    if src == tgt:
-        raise ConfigError(f"--src and --tgt are both {src!r}; give two different language suffixes")
-    if chunk_size < 1:
-        raise InputError(f"chunk_size {chunk_size} must be positive")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory; choose another --out")
-    tokenizer = Tokenizer.from_file(bpe_model)
-    splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
-    paths = {name: _split_paths(prefix, src, tgt) for name, prefix in splits.items()}  # fail early
 
-    out.mkdir(parents=True, exist_ok=True)
-    _remove_stale(out)
+def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths: dict[str, tuple[Path, Path]],
+                 filters: FilterConfig, threads: int, chunk_size: int, progress: ProgressFn) -> dict[str, SplitReport]:
+    """Binarize every split into `staging`, then bpe.model, report.json and meta.json."""
     reports: dict[str, SplitReport] = {}
     split_meta: dict[str, dict] = {}
-    try:
-        for name, (src_path, tgt_path) in paths.items():
-            f = filters if name == "train" else None
-            reports[name], split_meta[name] = _binarize(
-                tokenizer, name, src_path, tgt_path, out, f, threads, chunk_size, progress
-            )
-        for name in splits:
-            for ext in ("bin", "idx"):
-                os.replace(out / f"{name}.{ext}{_PARTIAL}", out / f"{name}.{ext}")
-    finally:
-        _remove_partials(out)  # after an error; after success there are none
-
-    with atomic_write(out / "bpe.model") as fh:
+    for name, (src_path, tgt_path) in paths.items():
+        f = filters if name == "train" else None
+        reports[name], split_meta[name] = _binarize(
+            tokenizer, name, src_path, tgt_path, staging, f, threads, chunk_size, progress
+        )
+        for ext in ("bin", "idx"):
+            os.replace(staging / f"{name}.{ext}{_PARTIAL}", staging / f"{name}.{ext}")
+    with atomic_write(staging / "bpe.model") as fh:
         fh.write(tokenizer.model_bytes)
     report = {"filters": asdict(filters), "splits": {n: asdict(r) for n, r in reports.items()}}
-    with atomic_write(out / "report.json", "w") as fh:
+    with atomic_write(staging / "report.json", "w") as fh:
         json.dump(report, fh, indent=2)
         fh.write("\n")
     meta = {
@@ -484,9 +459,50 @@ def prepare(
         "filters": asdict(filters),
         "splits": split_meta,
     }
-    with atomic_write(out / "meta.json", "w") as fh:  # last: marks the store finished
+    with atomic_write(staging / "meta.json", "w") as fh:
         json.dump(meta, fh, indent=2)
         fh.write("\n")
+    return reports
+
+
+def prepare(
+    bpe_model: Path | Tokenizer,
+    out: Path,
+    src: str,
+    tgt: str,
+    train: str | Path,
+    valid: str | Path | None = None,
+    test: str | Path | None = None,
+    filters: FilterConfig = FilterConfig(),
+    threads: int = -1,
+    chunk_size: int = 100_000,
+    progress: ProgressFn = ignore,
+) -> dict[str, SplitReport]:
+    """Binarize `{prefix}.{src}` / `{prefix}.{tgt}` for each given split into `out/`.
+
+    Filters apply to train only; valid/test keep every non-empty pair. The new store is written in a
+    staging folder inside `out/` and replaces an earlier store only once it is complete, so a bad input
+    or a crash leaves the earlier store as it was. The folder is locked against a second `nmt prepare`.
+    """
+    filters.validate()
+    if src == tgt:
+        raise ConfigError(f"--src and --tgt are both {src!r}; give two different language suffixes")
+    check_range("--chunk-size", chunk_size, 1, INT_MAX)
+    out = Path(out)
+    check_output_dir(out, "--out")
+    tokenizer = bpe_model if isinstance(bpe_model, Tokenizer) else Tokenizer.from_file(bpe_model)
+    splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
+    paths = {name: _split_paths(prefix, src, tgt) for name, prefix in splits.items()}  # fail early
+
+    with folder_lock(out):
+        _remove_leftovers(out)
+        staging = out / _STAGING
+        staging.mkdir()
+        try:
+            reports = _write_store(staging, tokenizer, src, tgt, paths, filters, threads, chunk_size, progress)
+            _swap_in(staging, out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # after an error; after success it is gone already
     return reports
 
 
@@ -515,6 +531,21 @@ def load_meta(directory: Path) -> dict:
     if not isinstance(meta.get("splits"), dict) or "vocab_size" not in meta:
         raise _corrupt(directory, "meta.json lacks splits or vocab_size")
     return meta
+
+
+def read_bpe_model(data_dir: Path) -> bytes:
+    """The store's bpe.model, checked against the sha256 that meta.json recorded: a swapped model would
+    train on ids that mean other words, and fail only at the first validation."""
+    data_dir = Path(data_dir)
+    meta = load_meta(data_dir)
+    try:
+        data = (data_dir / "bpe.model").read_bytes()
+    except OSError as e:
+        raise _corrupt(data_dir, f"bpe.model: {e.strerror or e}") from None
+    if hashlib.sha256(data).hexdigest() != meta.get("bpe_sha256"):
+        raise DataError(f"{data_dir / 'bpe.model'}: not the BPE model the data was encoded with (its sha256 differs "
+                        "from meta.json's); put the original back, or run `nmt prepare` again with this one")
+    return data
 
 
 def data_identity(data_dir: Path) -> dict:
@@ -582,16 +613,21 @@ class ParallelDataset:
         return n, code
 
     def _check_consistent(self, info: dict) -> None:
-        """Cheap whole-index check (vectorised sums), so a damaged index fails here, not mid-training."""
-        n = len(self.src_lengths)
-        total = int(self.src_lengths.sum(dtype=np.int64) + self.tgt_lengths.sum(dtype=np.int64))
-        ok = total == info["tokens"]
-        if ok and n:
-            ok = (int(self.src_offsets[0]) == 0
-                  and int(self.tgt_offsets[-1]) + int(self.tgt_lengths[-1]) == total
-                  and bool((self.src_lengths >= 0).all() and (self.tgt_lengths >= 0).all()))
-        if not ok:
-            raise _corrupt(self.directory, f"{self.split}.idx offsets and lengths do not add up")
+        """Whole-index and token checks (vectorised passes), so a damaged store fails here, naming the file,
+        not with an IndexError mid-training: pairs lie back to back, source then target, and every id is
+        below the vocabulary size."""
+        src_len, tgt_len = self.src_lengths.astype(np.int64), self.tgt_lengths.astype(np.int64)
+        if (src_len < 0).any() or (tgt_len < 0).any() or int(src_len.sum() + tgt_len.sum()) != info["tokens"]:
+            raise _corrupt(self.directory, f"{self.split}.idx lengths do not add up to the tokens of {self.split}.bin")
+        ends = np.cumsum(src_len + tgt_len)
+        if not (np.array_equal(self.src_offsets, ends - src_len - tgt_len)
+                and np.array_equal(self.tgt_offsets, ends - tgt_len)):
+            raise _corrupt(self.directory, f"{self.split}.idx offsets do not match the lengths (or point past "
+                                           f"the end of {self.split}.bin)")
+        vocab = int(self.meta["vocab_size"])
+        if len(self.tokens) and int(self.tokens.max()) >= vocab:
+            raise _corrupt(self.directory, f"{self.split}.bin holds token id {int(self.tokens.max())}, beyond the "
+                                           f"vocabulary of {vocab}")
 
     def __len__(self) -> int:
         return len(self.src_lengths)

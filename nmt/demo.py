@@ -11,7 +11,7 @@ from nmt import checkpoint
 from nmt.bpe import train_bpe
 from nmt.dataset import prepare
 from nmt.evaluate import Score, score
-from nmt.files import atomic_write, read_lines
+from nmt.files import atomic_write, check_output_dir, read_lines
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import SearchConfig
 from nmt.train import train
@@ -35,6 +35,7 @@ def run_demo(out: Path, max_updates: Optional[int] = None, progress: ProgressFn 
              sample_dir: Path = SAMPLE_DIR, n_samples: int = 5) -> DemoResult:
     """bpe -> prepare -> train (tiny preset) -> average -> translate (beam 4) -> eval, all under `out`."""
     start = time.monotonic()
+    check_output_dir(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
 
     def step(message: str) -> None:

@@ -13,7 +13,9 @@ from nmt.errors import ConfigError
 
 def select_device(gpus: int) -> torch.device:
     """The device of a one-process command (translate, eval)."""
-    if gpus <= 0:
+    if gpus < 0:
+        raise ConfigError(f"--gpus must not be negative, got {gpus}; use --gpus 0 for the CPU")
+    if gpus == 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ConfigError(f"--gpus {gpus}: no CUDA device is available; use --gpus 0 to run on the CPU")

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from nmt.config import MAX_THREADS
 from nmt.errors import ConfigError, NmtError, TrainingDiverged, TrainingInterrupted
 from nmt.progress import ProgressFn, ignore
 
@@ -122,6 +123,8 @@ def workers(gpus: int, nproc: int) -> tuple[int, bool]:
     """Processes to start on this machine, and whether they use CUDA."""
     if nproc < 1:
         raise ConfigError(f"--nproc must be at least 1, got {nproc}")
+    if nproc > MAX_THREADS:  # a process per core at most, on any machine there is
+        raise ConfigError(f"--nproc must be at most {MAX_THREADS}, got {nproc}")
     if gpus < 0:
         raise ConfigError(f"--gpus must not be negative, got {gpus}")
     if gpus == 0:

@@ -30,7 +30,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, Iterable, Optional, Union
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
 from urllib.parse import urlsplit
 
 import requests
@@ -39,13 +39,15 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from nmt import __version__
+from nmt.config import check_range
 from nmt.errors import DownloadError, InputError
-from nmt.files import atomic_write, read_lines
+from nmt.files import atomic_write, folder_lock, read_lines
 from nmt.progress import Progress, ProgressFn, ignore
 
 MANIFEST = "MANIFEST.json"
 CACHE = ".cache"
 CHUNK = 1 << 18  # bytes read per network or disk chunk
+CONNECT_TIMEOUT = 10.0  # seconds to open a connection (the read timeout is --timeout)
 REPORT_EVERY = 0.1  # seconds between two byte-progress events of one task
 # Statuses urllib3 retries (with connection errors and timeouts): transient by definition.
 RETRY_STATUS = frozenset({408, 425, 429, *range(500, 600)})
@@ -400,6 +402,10 @@ class _Retryable(Exception):
     """The body stopped short (or the resume went wrong): resume from what `.part` holds."""
 
 
+class _Stalled(_Retryable):
+    """The server sent too little for too long (see _StallWatch)."""
+
+
 class _RetriesSpent(Exception):
     """urllib3 retried a request as often as allowed and it still failed."""
 
@@ -502,7 +508,7 @@ def _open_response(
     """GET `url` streamed, asking for bytes from `offset` on (urllib3 retries what is transient)."""
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     try:
-        return session.get(url, headers=headers, stream=True, timeout=timeout)
+        return session.get(url, headers=headers, stream=True, timeout=(min(CONNECT_TIMEOUT, timeout), timeout))
     except (requests.ConnectionError, requests.Timeout) as e:
         raise _RetriesSpent(_short(e)) from None
     except requests.RequestException as e:  # invalid URL, too many redirects ...
@@ -567,23 +573,60 @@ def _fetch_once(
             _say(progress, task, f"{url}: server ignored the resume request; restarting from zero")
         elif offset:
             _say(progress, task, f"{url}: resuming at byte {offset}")
-        return _stream_body(resp, part, start, total, progress)
+        return _stream_body(resp, part, start, total, progress, stall_seconds=timeout)
+
+
+MIN_BYTES_PER_WINDOW = 1024  # a transfer that delivers less than this in --timeout seconds has stalled
+
+
+class _StallWatch:
+    """Notices a server that keeps the connection alive but sends (almost) nothing: each socket read
+    returns within the read timeout, yet the file never arrives. At least MIN_BYTES_PER_WINDOW bytes must
+    come in every `seconds`, else the attempt is a retryable failure (resumed from what arrived)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.window_start = time.monotonic()
+        self.window_bytes = 0
+
+    def check(self, received: int, done: int) -> None:
+        self.window_bytes += received
+        now = time.monotonic()
+        if now - self.window_start < self.seconds:
+            return
+        if self.window_bytes < MIN_BYTES_PER_WINDOW:
+            raise _Stalled(f"stalled: {self.window_bytes} bytes in {now - self.window_start:.1f}s "
+                             f"after {done} bytes")
+        self.window_start, self.window_bytes = now, 0
+
+
+def _chunks(resp: requests.Response) -> Iterator[bytes]:
+    """The raw body (nothing decoded: Accept-Encoding is identity) as it arrives: read1 returns after one
+    socket read, where read(n) would wait for n bytes and hide a slow drip from the stall watch."""
+    raw = resp.raw
+    if not hasattr(raw, "read1"):  # urllib3 < 2
+        yield from raw.stream(CHUNK, decode_content=False)
+        return
+    while chunk := raw.read1(CHUNK, decode_content=False):
+        yield chunk
 
 
 def _stream_body(
-    resp: requests.Response, part: Path, start: int, total: Optional[int], progress: ProgressFn
+    resp: requests.Response, part: Path, start: int, total: Optional[int], progress: ProgressFn,
+    stall_seconds: float = 30.0,
 ) -> int:
-    """Write the response body to `part` from byte `start`; a short body is a retryable failure."""
+    """Write the response body to `part` from byte `start`; a short or stalled body is a retryable failure."""
     report = _Reporter(progress, f"download {part.name.removesuffix('.part')}", total)
     done = start
     report(done, force=True)
+    watch = _StallWatch(stall_seconds)
     with open(part, "ab" if start else "wb") as f:
         try:
-            # raw bytes: with Accept-Encoding identity nothing is decoded on the way
-            for chunk in resp.raw.stream(CHUNK, decode_content=False):
+            for chunk in _chunks(resp):
                 f.write(chunk)
                 done += len(chunk)
                 report(done)
+                watch.check(len(chunk), done)
         except _STREAM_ERRORS as e:
             raise _Retryable(f"connection lost after {done} bytes ({_short(e)})") from None
     report(done, force=True)
@@ -635,7 +678,8 @@ def fetch_url(
             except _Retryable as e:
                 size = _size(part)
                 received += max(0, size - best)
-                failures = 1 if size > best else failures + 1  # progress resets the count
+                # progress resets the count, but not the few bytes of a stalled (dripping) transfer
+                failures = 1 if size > best and not isinstance(e, _Stalled) else failures + 1
                 best = max(best, size)
                 if failures > retries:
                     raise _gave_up(url, part, str(e), failures) from None
@@ -1015,9 +1059,34 @@ def _split_present(spec: DatasetSpec, split: Split, out: Path, manifest: Optiona
         record = files.get(name)
         if not isinstance(record, dict) or not (out / name).is_file():
             return False
-        if _size(out / name) != record.get("bytes"):
-            return False
+        if _size(out / name) != record.get("bytes") or _file_sha256(out / name) != record.get("sha256"):
+            return False  # changed in place since it was written: write the split again
     return split.name in manifest.get("splits", {})
+
+
+def _file_sha256(path: Path) -> str:
+    return file_digests(path)[0]
+
+
+def verify_outputs(out: Path) -> tuple[list[str], list[str]]:
+    """Check every file MANIFEST.json lists in `out` against its recorded size and sha256.
+
+    Returns (names that match, one line per problem). DownloadError when there is no manifest."""
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise DownloadError(f"{out / MANIFEST}: missing or unreadable; download the dataset into {out} first")
+    good, problems = [], []
+    for name, record in sorted(manifest.get("files", {}).items()):
+        path = out / name
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+        elif _size(path) != record.get("bytes"):
+            problems.append(f"{path}: {_size(path):,} bytes, the manifest says {record.get('bytes'):,}")
+        elif _file_sha256(path) != record.get("sha256"):
+            problems.append(f"{path}: sha256 differs from the manifest's (changed since it was written)")
+        else:
+            good.append(name)
+    return good, problems
 
 
 def _resolve(name: Union[str, DatasetSpec]) -> DatasetSpec:
@@ -1118,8 +1187,17 @@ def download(
     """
     spec = _resolve(name)
     out = Path(out)
+    check_range("--timeout", timeout, 0.0, low_open=True)
     if mirror is not None and not is_url(mirror):
         _mirror_dir(mirror)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a directory; choose a folder")
+    with folder_lock(out):  # two downloads into one folder would write the same .part files
+        return _download(spec, out, mirror, extra_tests, _Options(mirror, retries, timeout, backoff, progress))
+
+
+def _download(spec: DatasetSpec, out: Path, mirror: Optional[str], extra_tests: bool, opts: _Options) -> DownloadResult:
+    progress = opts.progress
     old = _prepare_out(out, spec)
     splits = spec.selected(extra_tests)
     todo = tuple(s for s in splits if not _split_present(spec, s, out, old))
@@ -1127,7 +1205,6 @@ def download(
     result.skipped = [s.name for s in splits if s not in todo]
     if not todo:
         return result
-    opts = _Options(mirror, retries, timeout, backoff, progress)
     local = {f.name: obtain(f, out / CACHE, opts) for f in spec.files(todo)}
     records = _build(spec, todo, out, local, progress)
     with atomic_write(out / MANIFEST, "w") as f:

@@ -3,6 +3,8 @@
 Messages name the file or option at fault and say how to fix it.
 """
 
+import errno
+
 
 class NmtError(Exception):
     """Base class of every error meant for the user (not a bug)."""
@@ -47,3 +49,42 @@ class TrainingInterrupted(NmtError):
 
 class TrainingDiverged(NmtError):
     """The loss stayed NaN/inf for --max-bad-updates updates in a row."""
+
+
+class BusyError(NmtError):
+    """Another process holds the lock of a run, data or download folder."""
+
+
+class OutputError(NmtError):
+    """An output cannot be written: a folder where a file is expected (or the reverse), no permission,
+    a read-only or full disk, a closed stdout."""
+
+
+# What to do about the OSErrors a user can cause (or fix), by errno.
+_OS_ERROR_FIXES = {
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; check the path",
+    errno.EISDIR: "it is a folder; give a file name",
+    errno.EEXIST: "a file is in the way; choose another path",
+    errno.EACCES: "check the permissions of the file and its folders, or choose another location",
+    errno.EPERM: "check the permissions of the file and its folders, or choose another location",
+    errno.EROFS: "the file system is read-only; choose another location",
+    errno.ENOSPC: "free disk space or choose another location",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "free disk space (you are over quota) or choose another location",
+    errno.EFBIG: "the file is too large for this file system; choose another location",
+    errno.ENAMETOOLONG: "use a shorter path",
+    errno.EIO: "the disk reported an input/output error; check it, or choose another location",
+}
+
+
+def os_error_message(e: OSError, path: object = None, action: str = "") -> str:
+    """One line for an OSError: the file (`path`, else the one the error names), what failed, why, and the fix.
+
+    e.g. `run/bpe.model: cannot write (No space left on device); free disk space or choose another location`
+    """
+    if path is None and e.filename is not None:
+        path = e.filename if e.filename2 is None else f"{e.filename} -> {e.filename2}"
+    reason = e.strerror or str(e) or type(e).__name__
+    what = f"{action} ({reason})" if action else reason
+    fix = _OS_ERROR_FIXES.get(e.errno) if e.errno is not None else None
+    return (f"{path}: " if path is not None else "") + what + (f"; {fix}" if fix else "")

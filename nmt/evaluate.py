@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
 from nmt.errors import InputError
-from nmt.files import read_lines
 
 
 @dataclass

@@ -13,7 +13,6 @@ leave the batch, so the work shrinks as they finish.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol, Sequence
@@ -21,10 +20,15 @@ from typing import Callable, Optional, Protocol, Sequence
 import torch
 from torch import Tensor
 
+from nmt.config import INT_MAX, MAX_BEAM, check_range
 from nmt.errors import ConfigError
 from nmt.vocab import BOS, EOS, PAD
 
 LENPEN_TYPES = ("gnmt", "power")
+# Sanity caps. |alpha| <= 10 keeps ((5 + len) / 6)^alpha and len^alpha finite for any length a model
+# can emit; an output limit of 1000 tokens per source token is beyond any model's positions already.
+MAX_LENPEN = 10.0
+MAX_LEN_A = 1000.0
 
 
 class State(Protocol):
@@ -68,22 +72,19 @@ class SearchConfig:
     seed: int = 1  # sampling: with the line number, seeds each line's draws
 
     def validate(self) -> "SearchConfig":
-        if self.beam < 1:
-            raise ConfigError(f"--beam must be at least 1, got {self.beam}")
+        check_range("--beam", self.beam, 1, MAX_BEAM)
+        check_range("--nbest", self.nbest, 1, MAX_BEAM)
         if not self.sampling and not 1 <= self.nbest <= self.beam:
             raise ConfigError(f"--nbest {self.nbest} must be between 1 and --beam {self.beam}")
-        if self.nbest < 1:
-            raise ConfigError(f"--nbest {self.nbest}: sampling draws at least one translation per line")
         if self.lenpen_type not in LENPEN_TYPES:
             raise ConfigError(f"--lenpen-type {self.lenpen_type!r}: use one of {', '.join(LENPEN_TYPES)}")
-        if self.max_len_a < 0 or self.max_len_b < 0:
-            raise ConfigError("--max-len-a and --max-len-b must not be negative")
-        if self.topk < 0:
-            raise ConfigError(f"--topk must not be negative (0: all tokens), got {self.topk}")
-        if not 0.0 < self.topp <= 1.0:
-            raise ConfigError(f"--topp must be in (0, 1], got {self.topp}")
-        if not 0.0 < self.temperature < math.inf:
-            raise ConfigError(f"--temperature must be a positive number, got {self.temperature}")
+        check_range("--lenpen", self.lenpen, -MAX_LENPEN, MAX_LENPEN)
+        check_range("--max-len-a", self.max_len_a, 0.0, MAX_LEN_A)
+        check_range("--max-len-b", self.max_len_b, 0, INT_MAX)
+        check_range("--topk", self.topk, 0, INT_MAX)  # 0: all tokens
+        check_range("--topp", self.topp, 0.0, 1.0, low_open=True)
+        check_range("--temperature", self.temperature, 0.0, low_open=True)
+        check_range("--seed", self.seed, 0, INT_MAX)
         return self
 
 
@@ -99,8 +100,10 @@ def length_penalty(length: Tensor | float, alpha: float, kind: str = "gnmt") -> 
 def max_lengths(src: Tensor, a: float, b: int, max_positions: int) -> Tensor:
     """Per-sentence output limits a * |x| + b, capped so BOS + output fits the model's positions. (B,)"""
     src_len = (src != PAD).sum(1) - 1  # the source ends in EOS, which |x| does not count
-    limit = (a * src_len.float()).long() + b
-    return limit.clamp(min=1, max=max_positions - 1)
+    # Clamped in float64 before the cast: a huge a or b must mean "as long as the model allows", not
+    # wrap around int64 to a negative limit (which the clamp would turn into one token).
+    limit = (src_len.double() * float(a) + float(b)).clamp(min=1, max=max_positions - 1)
+    return limit.long()
 
 
 def beam_step(scores: Tensor, log_probs: Tensor, n: int | None = None,

@@ -8,33 +8,41 @@ torchrun gave it.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from nmt import checkpoint
 from nmt.config import ModelConfig, TrainConfig, from_dict, from_preset, to_dict
 from nmt.dataset import data_identity
 from nmt.distributed import StopSignal, process_group, spawn, torchrun_env, workers
 from nmt.errors import ConfigError, TrainingInterrupted
+from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.trainer import Trainer, TrainResult
 
 
 def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model_overrides: dict,
-         train_overrides: dict) -> tuple[ModelConfig, TrainConfig, Optional[Path]]:
+         train_overrides: dict, progress: ProgressFn = ignore) -> tuple[ModelConfig, TrainConfig, Optional[Path]]:
     """Final configs and the checkpoint to resume from (None for a new run).
 
     On resume the stored configs are the base: options given now change the training recipe
     (e.g. a larger --max-updates), but a model or data that differs from the stored one is an error.
+    Newer checkpoints that cannot resume (a crash truncated them) are set aside, with a warning.
     """
     identity = data_identity(data_dir)
     model_overrides = {**model_overrides, "vocab_size": identity["vocab_size"]}
-    resume = checkpoint.latest(out_dir)
+    resume, ckpt, notes = checkpoint.latest_resumable(out_dir)
+    for note in notes:
+        progress(Progress("train", message=note))
+    if resume is None and train_overrides.get("init_from"):
+        return (*plan_fine_tuning(data_dir, identity, preset, model_overrides, train_overrides), None)
     if resume is None:
         return (*from_preset(preset or "base", model_overrides, train_overrides), None)
 
-    ckpt = checkpoint.load(resume)
     if ckpt["data"] != identity:
         raise ConfigError(f"{out_dir} holds a run on other data ({ckpt['data']['src']}-{ckpt['data']['tgt']}, "
                           f"BPE {ckpt['data']['bpe_sha256'][:12]}); use a new --out or the same --data")
@@ -54,6 +62,32 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model_overrides: 
     return model_cfg.validate(), train_cfg.validate(), resume
 
 
+# Model fields that fine-tuning may change: the rest define the architecture the weights were trained for.
+FINE_TUNING_MODEL_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+def plan_fine_tuning(data_dir: Path, identity: dict, preset: Optional[str], model_overrides: dict,
+                     train_overrides: dict) -> tuple[ModelConfig, TrainConfig]:
+    """Configs of a new run that starts from checkpoint `init_from`: its architecture (dropout may change),
+    and its training recipe (or --preset's) with the options given now. The data must be encoded with
+    the checkpoint's BPE model."""
+    init = Path(train_overrides["init_from"])
+    ckpt = checkpoint.load(init)
+    if hashlib.sha256(ckpt["bpe_model"]).hexdigest() != identity["bpe_sha256"]:
+        raise ConfigError(f"{data_dir / 'bpe.model'} and {init} are different BPE models (vocabularies); encode the "
+                          f"new data with the checkpoint's: nmt prepare --bpe {init} ...")
+    stored = from_dict(ModelConfig, ckpt["model_config"])
+    model_cfg = replace(stored, **{k: v for k, v in model_overrides.items() if k in FINE_TUNING_MODEL_FIELDS})
+    differ = [f"{k} {getattr(stored, k)} -> {v}" for k, v in model_overrides.items()
+              if k not in FINE_TUNING_MODEL_FIELDS and v is not None and getattr(stored, k) != v]
+    if differ:
+        raise ConfigError(f"--init-from {init}: the options change its architecture ({'; '.join(differ)}); "
+                          "drop them (only the dropouts can change when fine-tuning)")
+    base = from_preset(preset, {}, {})[1] if preset else from_dict(TrainConfig, ckpt["train_config"])
+    train_cfg = replace(base, **{k: v for k, v in train_overrides.items() if v is not None})
+    return model_cfg.validate(), train_cfg.validate()
+
+
 @dataclass
 class Job:
     """Everything a worker process needs to train its rank (picklable: it crosses the spawn)."""
@@ -70,9 +104,9 @@ class Job:
     threads: int = 0
     world: int = 1
 
-    def planned(self) -> "Job":
+    def planned(self, progress: ProgressFn = ignore) -> "Job":
         model_cfg, train_cfg, resume = plan(self.data_dir, self.out_dir, self.preset, self.model_overrides,
-                                            self.train_overrides)
+                                            self.train_overrides, progress)
         return replace(self, model_cfg=model_cfg, train_cfg=train_cfg, resume=resume)
 
 
@@ -82,11 +116,13 @@ def run_rank(rank: int, init_method: Optional[str], progress: ProgressFn, stop: 
     local_rank = rank if local_rank is None else local_rank
     with process_group(rank, job.world, local_rank, job.use_cuda, init_method, job.threads) as comm:
         if job.model_cfg is None:
-            job = comm.from_rank0(job.planned)  # rank 0 decides what to resume: its folder is authoritative
+            job = comm.from_rank0(lambda: job.planned(progress))  # rank 0 decides what to resume: its folder is authoritative
         trainer = Trainer(job.data_dir, job.out_dir, job.model_cfg, job.train_cfg, comm.device, progress, comm, stop)
         if job.resume is not None:
             trainer.restore(job.resume)
             trainer.progress(Progress("train", message=f"resuming from {job.resume} (update {trainer.state.updates})"))
+        elif job.train_cfg.init_from:
+            trainer.progress(Progress("train", message=trainer.start_from(Path(job.train_cfg.init_from))))
         return trainer.run()
 
 
@@ -107,10 +143,33 @@ def train(data_dir: Path, out_dir: Path, preset: Optional[str] = None, model_ove
             raise ConfigError(f"--nproc {nproc}: torchrun already started the processes; drop --nproc "
                               "(use torchrun --nproc-per-node)")
         job = replace(job, use_cuda=workers(min(gpus, 1), 1)[1], world=world)
-        return run_rank(rank, "env://", progress if rank == 0 else ignore, StopSignal(escalate=world == 1), job,
-                        local_rank=local_rank)
+        with run_folder(job.out_dir, progress) if rank == 0 else contextlib.nullcontext():
+            return run_rank(rank, "env://", progress if rank == 0 else ignore, StopSignal(escalate=world == 1), job,
+                            local_rank=local_rank)
     world, use_cuda = workers(gpus, nproc)
-    job = replace(job.planned(), use_cuda=use_cuda, world=world)  # config errors surface before any spawn
+    with run_folder(job.out_dir, progress):
+        return launch(job, world, use_cuda, progress)
+
+
+@contextlib.contextmanager
+def run_folder(out_dir: Path, progress: ProgressFn) -> Iterator[None]:
+    """Hold the run folder's lock (a second `nmt train` on it would interleave two runs' checkpoints and
+    log) and delete the temporary files a killed run left behind."""
+    created = not out_dir.exists()
+    with folder_lock(out_dir):
+        try:
+            for path in remove_stale_temporaries(out_dir):
+                progress(Progress("train", message=f"removed {path.name}, left behind by an interrupted run"))
+            yield
+        except BaseException:
+            if created and [p.name for p in out_dir.iterdir()] == [LOCK_NAME]:  # a run that never began
+                shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+
+
+def launch(job: Job, world: int, use_cuda: bool, progress: ProgressFn) -> TrainResult:
+    """Plan `job` and train it in this process, or in `world` spawned workers."""
+    job = replace(job.planned(progress), use_cuda=use_cuda, world=world)  # config errors surface before any spawn
     if world == 1:
         return run_rank(0, None, progress, StopSignal(), job)
     try:

@@ -29,7 +29,7 @@ from nmt import checkpoint
 from nmt.batching import collate, group_updates, make_batches, shard
 from nmt.bpe import Tokenizer
 from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
-from nmt.dataset import ParallelDataset, data_identity
+from nmt.dataset import ParallelDataset, data_identity, read_bpe_model
 from nmt.device import autocast, make_scaler, training_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
@@ -150,6 +150,7 @@ class TrainState:
     valid_bleu: Optional[float] = None
     best_bleu: Optional[float] = None
     bad_validations: int = 0  # validations since the best BLEU (for --patience)
+    lr_offset: int = 0  # fine-tuning with the schedule kept: the updates of the run it started from
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -191,7 +192,7 @@ class Trainer:
         self.valid_data = ParallelDataset(data_dir, "valid") if (data_dir / "valid.idx").exists() else None
         self.valid_index = self.fitting_valid_pairs()
         self.identity = data_identity(data_dir)
-        self.bpe_model = (data_dir / "bpe.model").read_bytes()
+        self.bpe_model = read_bpe_model(data_dir)
         self.precision = training_precision(train_cfg.precision, device)
         torch.manual_seed(train_cfg.seed)
         self.module = Transformer(model_cfg).to(device)
@@ -236,6 +237,27 @@ class Trainer:
         self.last_path = path
         best = self.out_dir / checkpoint.BEST_NAME
         self.best_path = best if best.is_file() else None
+
+    def start_from(self, path: Path) -> str:
+        """Fine-tuning: this new run's weights (and, unless reset, Adam's moments and the position in the
+        learning-rate schedule) from another run's checkpoint. Returns what was taken, for the log."""
+        ckpt = checkpoint.load(path, map_location=self.device)
+        checkpoint.check_weights(ckpt["model"], path)
+        self.module.load_state_dict(ckpt["model"])
+        taken = ["weights"]
+        if not self.cfg.reset_optimizer:
+            if "optimizer" not in ckpt:
+                raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) has no optimizer state to keep; "
+                                  "drop --no-reset-optimizer, or start from a step checkpoint")
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            taken.append("optimizer state")
+        if not self.cfg.reset_lr_scheduler:
+            self.state.lr_offset = int(ckpt["updates"]) + int(ckpt.get("lr_offset", 0))
+            taken.append(f"learning-rate schedule (at update {self.state.lr_offset})")
+        return f"fine-tuning from {path} (update {ckpt['updates']} of its run): took its {', '.join(taken)}"
+
+    def learning_rate(self, update: int) -> float:
+        return learning_rate(update + self.state.lr_offset, self.model_cfg.d_model, self.cfg.lr_factor, self.cfg.warmup)
 
     def restore_rng(self, ckpt: dict) -> None:
         """Each rank continues its own random streams, so a resumed run draws the dropout masks it would have."""
@@ -307,7 +329,7 @@ class Trainer:
             return self.skip(f"the loss is {loss_total}", per_token, all_tokens, count=True)
         gnorm = self.normalise_gradients(all_tokens)
         for group_ in self.optimizer.param_groups:
-            group_["lr"] = learning_rate(self.state.updates + 1, self.model_cfg.d_model, self.cfg.lr_factor, self.cfg.warmup)
+            group_["lr"] = self.learning_rate(self.state.updates + 1)
         if self.scaler.is_enabled():
             scale = self.scaler.get_scale()
             self.scaler.step(self.optimizer)  # skips the step when a gradient overflowed
@@ -454,12 +476,8 @@ class Trainer:
     def write_config(self) -> None:
         """RUN/config.toml: the resolved configuration, which `nmt train --config` reads back; also logged."""
         text = to_toml(self.model_cfg, self.cfg)
-        try:
-            with atomic_write(self.out_dir / CONFIG_NAME, "w") as f:
-                f.write(text)
-        except OSError as e:  # disk full, read-only folder: the user's to fix, not a bug
-            raise ConfigError(f"{self.out_dir / CONFIG_NAME}: cannot write the run's configuration "
-                              f"({e.strerror or e}); free disk space or choose a writable --out") from None
+        with atomic_write(self.out_dir / CONFIG_NAME, "w") as f:  # a full disk: OutputError naming the file
+            f.write(text)
         self.progress(Progress("train", message=f"configuration ({self.out_dir / CONFIG_NAME}):\n{text.rstrip()}"))
 
     def announce(self) -> None:
@@ -515,7 +533,7 @@ class Trainer:
         elapsed = time.monotonic() - self.start
         if self.state.updates % self.cfg.log_interval == 0 or self.state.updates == 1:
             info = {"epoch": self.state.epoch + 1, "loss": stats.loss, "ppl": math.exp(min(stats.nll, 50.0)),
-                    "lr": learning_rate(self.state.updates, self.model_cfg.d_model, self.cfg.lr_factor, self.cfg.warmup),
+                    "lr": self.learning_rate(self.state.updates),
                     "gnorm": stats.gnorm, "tok/s": tokens_seen / max(elapsed, 1e-9), "elapsed": elapsed,
                     "batch": f"{self.state.position}/{n_groups}"}
             self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates", info=info))

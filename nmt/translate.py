@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,9 +13,10 @@ import torch
 from nmt import checkpoint
 from nmt.attention import AttentionMaps, alignments, attention_maps
 from nmt.bpe import Tokenizer
+from nmt.config import INT_MAX, check_range
 from nmt.device import inference_precision
 from nmt.ensemble import Ensemble
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, InputError, os_error_message
 from nmt.files import read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
@@ -42,6 +44,8 @@ class Translator:
                  device: str = "cpu", max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
                  precision: str = "fp32", pack: bool = True):
         self.search_cfg = search_cfg.validate()
+        check_range("--max-tokens", max_tokens, 1, INT_MAX)
+        check_range("--batch-size", max_sentences, 1, INT_MAX)
         self.device = torch.device(device)
         precision = inference_precision(precision, self.device)
         paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
@@ -55,6 +59,12 @@ class Translator:
         self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
+
+    def with_search(self, search_cfg: SearchConfig) -> "Translator":
+        """The same model and tokenizer with other search settings (a shallow copy: nothing is loaded)."""
+        other = copy.copy(self)
+        other.search_cfg = search_cfg.validate()
+        return other
 
     def encode(self, lines: list[str], first_line: int) -> list[list[int]]:
         """BPE ids + EOS per line, truncated (with a warning) to fit the model's positions."""
@@ -78,7 +88,8 @@ class Translator:
             hyps = search(self.model, src.to(self.device), self.search_cfg, self.max_positions,
                           keys=[first_line + i for i in batch])
             for i, sentence_hyps in zip(batch, hyps):
-                texts = self.tokenizer.decode([h.tokens for h in sentence_hyps])
+                # One line out per line in, whatever the vocabulary holds: no piece may break the line.
+                texts = [t.replace("\r", " ").replace("\n", " ") for t in self.tokenizer.decode([h.tokens for h in sentence_hyps])]
                 results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)), lines[i])
         return results
 
@@ -163,7 +174,12 @@ def read_chunks(stream: BinaryIO, max_lines: int = 512, progress: ProgressFn = i
         return [s.rstrip("\r") for s in out]
 
     while True:
-        block = os.read(fd, 1 << 16)
+        try:
+            block = os.read(fd, 1 << 16)
+        except OSError as e:  # e.g. stdin redirected from a folder (EISDIR)
+            name = getattr(stream, "name", "the input")
+            name = "stdin" if name in (0, "<stdin>") else name
+            raise InputError(os_error_message(e, name, "cannot read the input")) from None
         if not block:
             break
         pending += block

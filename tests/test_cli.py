@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from nmt import checkpoint
+from nmt.files import LOCK_NAME
 from nmt.search import SearchConfig
 from nmt.translate import Translator, translate_file
 
@@ -77,7 +78,9 @@ def assert_user_error(r: subprocess.CompletedProcess, *words: str) -> str:
 
 
 def digest(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+    """sha256 of each file in `folder` but the lock file (which holds the pid of its last user)."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())
+            if p.is_file() and p.name != LOCK_NAME}
 
 
 # -- help ------------------------------------------------------------------------------------------
@@ -371,13 +374,18 @@ def test_config_file_and_options_agree(tiny_data, tmp_path):
               "adam_betas": (0.8, 0.95), "adam_eps": 1e-8, "label_smoothing": 0.2, "clip_norm": 1.5,
               "max_updates": 321, "max_epochs": 9, "max_time": 60.5, "save_interval": 11, "keep_last": 3,
               "valid_interval": 13, "log_interval": 7, "seed": 5, "precision": "fp32", "max_bad_updates": 4,
-              "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3}
-    settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {"vocab_size"}
+              "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3, "reset_optimizer": False,
+              "reset_lr_scheduler": False}
+    # init_from takes the architecture from a checkpoint: tests/test_fine_tuning.py covers it
+    settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {"vocab_size", "init_from"}
     assert set(values) == settable  # a new field needs a value here
     option = {field: opt for opt, field in TRAIN_OPTION_FIELDS.items()}
     args = []
     for name, value in values.items():
         flag = "--" + option.get(name, name).replace("_", "-")
+        if isinstance(value, bool):  # a --flag/--no-flag pair
+            args.append(flag if value else flag.replace("--", "--no-", 1))
+            continue
         args += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
     base = ["train", "--data", tiny_data, "--out", tmp_path / "run", "--preset", "tiny", "--print-config"]
     from_options = ok(nmt(*base, *args)).stdout

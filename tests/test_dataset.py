@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import pickle
 import random
 from dataclasses import asdict
@@ -14,7 +15,7 @@ import pytest
 
 from nmt.bpe import Tokenizer, train_bpe
 from nmt.dataset import FilterConfig, ParallelDataset, SplitReport, load_meta, prepare
-from nmt.errors import ConfigError, DataError, InputError
+from nmt.errors import BusyError, ConfigError, DataError, InputError
 
 EN = "the a cat dog sat ran on under mat house big small red green quick slow".split()
 DE = "der die katze hund sass lief auf unter matte haus gross klein rot gruen schnell langsam".split()
@@ -64,7 +65,8 @@ def data(tmp_path) -> Path:
 
 
 def store_bytes(d: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+    """The store's files (and folders, as None), but the lock file, which holds its last user's pid."""
+    return {p.name: p.read_bytes() if p.is_file() else None for p in sorted(d.iterdir()) if p.name != ".nmt.lock"}
 
 
 def test_round_trip(bpe, data, tmp_path):
@@ -92,7 +94,7 @@ def test_round_trip(bpe, data, tmp_path):
     assert (out / "bpe.model").read_bytes() == bpe.read_bytes()
     assert json.loads((out / "report.json").read_text())["splits"]["train"] == asdict(reports["train"])
     assert sorted(p.name for p in out.iterdir()) == [
-        "bpe.model", "meta.json", "report.json", "train.bin", "train.idx", "valid.bin", "valid.idx"]
+        ".nmt.lock", "bpe.model", "meta.json", "report.json", "train.bin", "train.idx", "valid.bin", "valid.idx"]
 
 
 def test_gz_inputs_give_the_same_store(bpe, data, tmp_path):
@@ -233,18 +235,43 @@ def test_interrupted_prepare_restarts_cleanly(bpe, data, tmp_path):
         if len(calls) == 3:
             raise KeyboardInterrupt
 
+    before = store_bytes(out)
     with pytest.raises(KeyboardInterrupt):
         prepare(bpe, out, "en", "de", data / "train", data / "valid", chunk_size=10, progress=crash)
-    assert not (out / "meta.json").exists()
-    assert not list(out.glob("*.partial"))
-    with pytest.raises(DataError, match="incomplete or corrupt.*nmt prepare"):
-        ParallelDataset(out, "train")
-    (out / ".train.bin.partial").write_bytes(b"stale")  # as a killed process would leave
+    assert store_bytes(out) == before  # the earlier store is kept whole, and still opens
+    assert not list(out.glob("*.partial")) and not (out / ".staging").exists()
+    assert len(ParallelDataset(out, "train")) > 0
+    (out / ".staging").mkdir()  # as a killed process would leave
+    (out / ".staging" / "train.bin.partial").write_bytes(b"stale")
     (out / ".meta.json.abcd.tmp").write_bytes(b"stale")
     reports = prepare(bpe, out, "en", "de", data / "train", data / "valid", chunk_size=10)
     assert len(ParallelDataset(out, "train")) == reports["train"].kept > 0
     assert len(ParallelDataset(out, "valid")) == 7
-    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".nmt.lock"]
+
+
+def test_a_failing_prepare_keeps_the_earlier_store(bpe, data, tmp_path):
+    """The input error (here: files of different lengths, found at the end of the train split) comes
+    after the old store would have been deleted by a prepare that wrote in place."""
+    out = tmp_path / "out"
+    prepare(bpe, out, "en", "de", data / "train", data / "valid")
+    before = store_bytes(out)
+    bad = tmp_path / "bad"
+    write(bad, "en", (data / "train.en").read_text().splitlines())
+    write(bad, "de", (data / "train.de").read_text().splitlines()[:-1])
+    with pytest.raises(InputError, match="lines but"):
+        prepare(bpe, out, "en", "de", bad, data / "valid")
+    assert store_bytes(out) == before
+    assert len(ParallelDataset(out, "train")) > 0
+
+
+def test_a_second_prepare_on_the_folder_is_refused(bpe, data, tmp_path):
+    from nmt.files import folder_lock
+
+    out = tmp_path / "out"
+    with folder_lock(out):  # as another process's would be held: flock locks belong to open files
+        with pytest.raises(BusyError, match=rf"another nmt process \(pid {os.getpid()}\) is using {out}"):
+            prepare(bpe, out, "en", "de", data / "train", data / "valid")
 
 
 def corrupt_cases(out: Path) -> dict:
@@ -259,11 +286,20 @@ def corrupt_cases(out: Path) -> dict:
         "meta json": lambda: (out / "meta.json").write_text("{not json"),
         "meta version": lambda: (out / "meta.json").write_text(
             (out / "meta.json").read_text().replace('"version": 1', '"version": 99')),
+        # These two opened fine before and failed mid-training with an IndexError (or read garbage):
+        "id beyond vocab": lambda: patch_bytes(out / "train.bin", 2, (60000).to_bytes(2, "little")),
+        "offset past end": lambda: patch_bytes(idx, 24 + 8, (10**9).to_bytes(8, "little")),  # src offset of pair 1
     }
 
 
+def patch_bytes(path: Path, at: int, data: bytes) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[at : at + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
 @pytest.mark.parametrize("case", ["magic", "truncated idx", "short header", "lengths", "truncated bin",
-                                  "missing bin", "meta json", "meta version"])
+                                  "missing bin", "meta json", "meta version", "id beyond vocab", "offset past end"])
 def test_corrupt_store(bpe, data, tmp_path, case):
     out = tmp_path / "out"
     prepare(bpe, out, "en", "de", data / "train")
@@ -469,7 +505,8 @@ def test_prepare_killed_mid_way_reruns_to_the_clean_result(bpe, tmp_path, watch)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
     try:
         deadline = time.monotonic() + 120
-        while not ((out / watch).exists() and (out / watch).stat().st_size > 0):
+        staging = out / ".staging"
+        while not ((staging / watch).exists() and (staging / watch).stat().st_size > 0):
             assert proc.poll() is None, "prepare ended before it could be killed; use a larger corpus"
             assert time.monotonic() < deadline
             time.sleep(0.002)
@@ -479,7 +516,7 @@ def test_prepare_killed_mid_way_reruns_to_the_clean_result(bpe, tmp_path, watch)
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "meta.json").exists()  # killed before it finished
-    assert (out / watch).exists() and (out / "train.idx.src_off.partial").exists() != (watch == "valid.bin.partial")
+    assert (staging / watch).exists() and (staging / "train.idx.src_off.partial").exists() != (watch == "valid.bin.partial")
     with pytest.raises(DataError, match="incomplete or corrupt"):
         ParallelDataset(out, "train")
 

@@ -106,6 +106,21 @@ class Handler(BaseHTTPRequestHandler):
             status = 206
             headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
         body = data[start:]
+        if action == "stall":  # half the body, then silence on an open connection
+            self._headers(status, len(body), headers)
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            time.sleep(3.0)
+            self.close_connection = True
+            return
+        if action == "drip":  # a byte every 0.05 s: each read returns in time, the file never arrives
+            self._headers(status, len(body), headers)
+            for i in range(min(len(body), 200)):
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+                time.sleep(0.05)
+            self.close_connection = True
+            return
         if action == "drop":
             self._headers(status, len(body), headers)
             self.wfile.write(body[: len(body) // 2])
@@ -427,7 +442,7 @@ def test_checksum_mismatch_keeps_good_files_and_leaves_nothing_complete(server, 
     cache = tmp_path / ".cache"
     assert not (cache / "test.en.gz").exists() and not (cache / "test.en.gz.part").exists()
     assert not (tmp_path / "test.en").exists() and not (tmp_path / "MANIFEST.json").exists()
-    assert not [p for p in tmp_path.iterdir() if p.name != ".cache"]  # no output looks complete
+    assert not [p for p in tmp_path.iterdir() if p.name not in (".cache", ".nmt.lock")]  # no output looks complete
     good = ["train.en.gz", "train.de.gz", "val.en.gz", "val.de.gz"]
     assert all((cache / name).read_bytes() == files[name] for name in good)
     before = {name: server.count(f"/data/{name}") for name in files}
@@ -690,3 +705,75 @@ def test_multi30k_from_shared_local_copy(tmp_path):
                 assert sum(1 for _ in f) == n
     assert result.unverified == [] and result.written["train.de"] == 29000
     assert download("multi30k", tmp_path, mirror=str(SHARED_M30K)).up_to_date
+
+
+# ------------------------------------------------------------------------------------------
+# Stalls, locks, verification
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_stalled_transfer_is_resumed(server, tmp_path):
+    """The server sends half the file and then nothing on an open connection: the read timeout ends the
+    attempt and the next one resumes from the half that arrived."""
+    files = tiny_files()
+    spec = tiny_spec(serve(server, files), files)
+    server.plan["/data/train.en.gz"] = ["stall"]
+    log, progress = events()
+    start = time.monotonic()
+    download(spec, tmp_path, progress=progress, backoff=0.001, timeout=0.5)
+    assert time.monotonic() - start < 3.0  # the stall did not hold the download for its 3 s
+    check_layout(tmp_path, spec)
+    ranges = server.ranges("/data/train.en.gz")
+    assert ranges[0] is None and ranges[1] == f"bytes={len(files['train.en.gz']) // 2}-"
+    assert "timed out" in messages(log) or "connection lost" in messages(log)
+
+
+def test_a_dripping_server_is_reported_not_waited_for(server, tmp_path):
+    """A byte every 0.05 s never trips the read timeout; the stall watch (1 KiB per --timeout) does."""
+    files = tiny_files()
+    spec = tiny_spec(serve(server, files), files)
+    server.plan["/data/train.en.gz"] = ["drip"] * 10
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match=r"train.en.gz: download failed after 3 attempt.*stalled.*re-run"):
+        download(spec, tmp_path, backoff=0.001, timeout=0.5, retries=2)
+    assert time.monotonic() - start < 8.0
+    assert server.count("/data/train.en.gz") == 3
+
+
+def test_a_second_download_into_the_folder_is_refused(server, tmp_path):
+    import os
+
+    from nmt.errors import BusyError
+    from nmt.files import folder_lock
+
+    files = tiny_files()
+    spec = tiny_spec(serve(server, files), files)
+    with folder_lock(tmp_path / "out"):  # as another process's would be held: flock locks belong to open files
+        with pytest.raises(BusyError, match=rf"another nmt process \(pid {os.getpid()}\) is using"):
+            download(spec, tmp_path / "out", **FAST)
+    assert server.count() == 0
+    download(spec, tmp_path / "out", **FAST)  # once the lock is free
+    check_layout(tmp_path / "out", spec)
+
+
+def test_rerun_rewrites_a_file_changed_in_place_and_verify_reports_it(server, tmp_path):
+    files = tiny_files()
+    spec = tiny_spec(serve(server, files), files)
+    download(spec, tmp_path, **FAST)
+    assert dl.verify_outputs(tmp_path) == (sorted(f"{s}.{l}" for s in ("train", "valid", "test") for l in ("en", "de")), [])
+    text = (tmp_path / "train.de").read_bytes()
+    (tmp_path / "train.de").write_bytes(text.replace(b"Haus 1 ", b"Hund 1 ", 1))  # same size, other content
+    good, problems = dl.verify_outputs(tmp_path)
+    assert problems == [f"{tmp_path / 'train.de'}: sha256 differs from the manifest's (changed since it was written)"]
+    (tmp_path / "valid.en").unlink()
+    assert len(dl.verify_outputs(tmp_path)[1]) == 2
+    before = server.count()
+    result = download(spec, tmp_path, **FAST)
+    assert result.skipped == ["test"] and server.count() == before  # rebuilt from the cache
+    check_layout(tmp_path, spec)
+    assert dl.verify_outputs(tmp_path)[1] == []
+
+
+def test_verify_without_a_manifest(tmp_path):
+    with pytest.raises(DownloadError, match="MANIFEST.json: missing"):
+        dl.verify_outputs(tmp_path)

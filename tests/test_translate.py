@@ -270,3 +270,48 @@ def test_read_chunks_multibyte_character_split_across_writes():
     assert result == [["Straße"]] and not events
     assert list(chunks) == []
     reader.close()
+
+
+# -- fuzzing: whatever the bytes, one line out per line in --------------------------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+# Lines built from what breaks line-oriented code: Unicode line and paragraph separators (str.splitlines
+# splits on them, a file does not), CR, NUL, BOMs, every whitespace, invalid UTF-8, long runs.
+LINE_BREAKERS = ["\r", "\x00", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\ufeff",
+                 "\u00a0", "\u3000", "\u200b", "\t", " "]
+hostile_text = st.lists(st.one_of(st.sampled_from(LINE_BREAKERS), st.text(max_size=12),
+                                  st.sampled_from(["a man .", "ein Hund", "word " * 200])), max_size=12).map("".join)
+hostile_line = st.one_of(hostile_text.map(lambda t: t.encode("utf-8")),
+                         st.binary(max_size=60).map(lambda b: b.replace(b"\n", b"")))
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(lines=st.lists(hostile_line, max_size=8), final_newline=st.booleans(), nbest=st.sampled_from([1, 2]))
+def test_fuzz_one_output_line_per_input_line(tiny_checkpoint, tmp_path_factory, lines, final_newline, nbest):
+    """The CLI's path (read_chunks -> Translator.translate -> one '\\n'-ended row per hypothesis) on
+    arbitrary bytes: as many rows as input lines (times --nbest), none with a line break inside."""
+    translator = fuzz_translator(tiny_checkpoint, nbest)
+    raw = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    path = tmp_path_factory.mktemp("fuzz") / "in.txt"
+    path.write_bytes(raw)
+    expected = raw.count(b"\n") + (1 if raw and not raw.endswith(b"\n") else 0)
+    with open(path, "rb") as stream:
+        out = list(translator.translate(read_chunks(stream, max_lines=3)))
+    assert len(out) == expected
+    rows = [row for i, t in enumerate(out) for row in (format_nbest(i, t) if nbest > 1 else [t.text])]
+    assert len(rows) == expected * nbest
+    assert not any("\n" in row or "\r" in row for row in rows)
+
+
+_FUZZ_TRANSLATORS: dict[int, Translator] = {}
+
+
+def fuzz_translator(checkpoint, nbest: int) -> Translator:
+    """One translator per --nbest for all examples (hypothesis runs the test body many times)."""
+    if nbest not in _FUZZ_TRANSLATORS:
+        _FUZZ_TRANSLATORS[nbest] = Translator(checkpoint, SearchConfig(beam=2, nbest=nbest, max_len_a=0.3, max_len_b=4),
+                                              max_tokens=64)
+    return _FUZZ_TRANSLATORS[nbest]
