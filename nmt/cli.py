@@ -625,7 +625,7 @@ def serve(
     from nmt.console import plain_logger
     from nmt.errors import ConfigError
     from nmt.progress import Progress
-    from nmt.serve import ServeConfig, model_info, require_web_stack, serve as run_server
+    from nmt.serve import ServeConfig, listen, model_info, require_web_stack, serve as run_server
 
     require_web_stack()
     check_range("--port", port, 0, 65535)
@@ -637,10 +637,11 @@ def serve(
             raise ConfigError(f"--int8 contradicts --precision {precision}; give one of them")
         precision = "int8"
     set_threads(threads)
+    sock = listen(host, port)
     log = plain_logger()
     translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_batch_tokens,
                                  max_batch_sentences, gpus, precision=precision, progress=log)
-    run_server(translator, model_info(model, translator), cfg, host, port,
+    run_server(translator, model_info(model, translator), cfg, sock,
                log=lambda message: log(Progress("serve", message=message)))
 
 

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import hashlib
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -437,23 +438,52 @@ class Metered:
             self.observe(scope["path"], status[0], time.monotonic() - start)
 
 
-def serve(translator: Translator, info: ModelInfo, cfg: ServeConfig, host: str = "127.0.0.1", port: int = 8080,
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: one the system picks), taken before the model loads so that a busy
+    port or an unknown host is a one-line error at once rather than after the start-up."""
+    where = f"--host {host} --port {port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(f"{where}: cannot resolve the host ({e}); give an address such as 127.0.0.1") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait for TIME_WAIT
+        sock.bind(address)
+        sock.listen(2048)  # connections wait in the backlog from now on, even before the server accepts them
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"{where}: cannot listen there ({e.strerror or e}); choose another --port, "
+                          "or stop the process that uses it") from None
+    return sock
+
+
+def address(sock: socket.socket) -> str:
+    """http://HOST:PORT of a bound socket, with the port the system picked for port 0."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(translator: Translator, info: ModelInfo, cfg: ServeConfig, sock: socket.socket,
           log: Callable[[str], None] = lambda s: None) -> None:
-    """Run the server until SIGINT/SIGTERM: it then stops accepting, answers what is in flight, and returns."""
+    """Run the server on `sock` (from `listen`) until SIGINT/SIGTERM: it then stops accepting, answers what is
+    in flight, and returns."""
     import uvicorn
 
     def ready() -> None:
-        log(f"ready: {info.name} ({info.src} -> {info.tgt}) on http://{host}:{port} (API docs: /docs)")
+        log(f"ready: {info.name} ({info.src} -> {info.tgt}) on {address(sock)} (API docs: /docs)")
 
     app = create_app(translator, info, cfg, on_ready=ready)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+    config = uvicorn.Config(app, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=max(cfg.timeout, 1.0))
     # uvicorn turns SIGINT/SIGTERM into a graceful shutdown, then raises the signal again for the handler
     # that was there before it: a no-op one here, so that a graceful stop exits 0, not 128 + signal.
     previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        sock.close()
     log("stopped: every request in flight was answered")

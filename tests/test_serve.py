@@ -276,3 +276,32 @@ def test_serve_without_the_web_stack_is_one_line(tiny_checkpoint, tmp_path):
     r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tiny_checkpoint), "--port", "0"],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 1 and r.stderr.strip() == 'error: nmt serve needs fastapi: pip install "nmt[serve]"'
+
+
+def test_a_busy_port_is_one_line_before_the_model_loads(tmp_path):
+    """The port is taken before the checkpoint is read: a missing checkpoint is not even looked at."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tmp_path / "absent.pt"), "--port",
+                            str(port)], capture_output=True, text=True, env=ENV, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert f"--port {port}: cannot listen there" in r.stderr and "another --port" in r.stderr
+
+
+def test_port_0_reports_the_port_the_system_picked(tiny_checkpoint):
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(tiny_checkpoint), "--port", "0"],
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        line = ""
+        while "ready:" not in line:
+            line = proc.stderr.readline()
+            assert line, "the server ended before it was ready"
+        url = line.split(" on ")[1].split()[0]
+        assert not url.endswith(":0")
+        assert requests.get(url + "/health", timeout=5).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
