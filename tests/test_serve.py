@@ -131,7 +131,7 @@ class Server:
             try:
                 if requests.get(self.url + "/health", timeout=1).status_code == 200:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # refused, or queued while the model loads
                 pass
             assert time.monotonic() < deadline, "the server did not become ready"
             time.sleep(0.1)
