@@ -2,7 +2,8 @@
 
 Requests wait in one bounded queue. A worker thread takes the oldest, adds the queued requests that
 share its search settings (in arrival order) until --max-batch-sentences, or until --max-wait-ms have
-passed since the oldest arrived, and translates their lines as one chunk: `Translator.translate_chunk`
+passed since the oldest arrived or the model became free, whichever is later (so that under load the
+clients just answered can send their next line into the coming batch instead of one of their own), and translates their lines as one chunk: `Translator.translate_chunk`
 sorts them by length and cuts model batches of --max-batch-tokens, so every line gets exactly what
 `nmt translate` gives it. The event loop only validates, queues and awaits: it never runs the model.
 
@@ -97,6 +98,7 @@ class Batcher:
         self.queued_lines = 0
         self.cond = threading.Condition()
         self.stopping = False
+        self.free_since = 0.0  # time.monotonic() when the model last finished a batch
         self.thread = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
 
     def start(self) -> None:
@@ -131,13 +133,14 @@ class Batcher:
 
     def next_batch(self) -> list[Job]:
         """Wait for work; then the oldest job and the queued jobs of the same search settings, up to
-        max_batch_sentences lines, taken when the batch is full or the oldest has waited max_wait_ms."""
+        max_batch_sentences lines, taken when the batch is full or max_wait_ms after the oldest arrived or
+        the model became free, whichever is later."""
         with self.cond:
             while not self.queue:
                 if self.stopping:
                     return []
                 self.cond.wait()
-            deadline = self.queue[0].arrived + self.cfg.max_wait_ms / 1000
+            deadline = max(self.queue[0].arrived, self.free_since) + self.cfg.max_wait_ms / 1000
             while True:
                 batch = self._compatible()
                 lines = sum(len(j.lines) for j in batch)
@@ -179,6 +182,8 @@ class Batcher:
             for job in batch:
                 job.resolve(error=e)
             return
+        finally:
+            self.free_since = time.monotonic()
         self.on_batch(len(lines), time.monotonic() - start)
         at = 0
         for job in batch:

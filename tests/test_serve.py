@@ -89,6 +89,14 @@ def test_batcher_does_not_wait_past_max_wait():
     assert model.calls == [["a"], ["b"]] and time.monotonic() - start < 2.0
 
 
+def test_batcher_waits_for_the_clients_it_just_answered():
+    """Under load the wait counts from when the model became free: a (0 s) runs from 0.35 to 0.85 s; b (0.5 s)
+    waited meanwhile, yet still waits until 1.2 s, so that c (1.0 s), as from a client just answered, joins it."""
+    model = FakeModel(delay=0.5)
+    run_jobs(ServeConfig(max_wait_ms=350), model, [(["a"], BEAM4), (["b"], BEAM4), (["c"], BEAM4)], spacing=0.5)
+    assert model.calls == [["a"], ["b", "c"]]
+
+
 def test_batcher_queue_limit_and_cancel():
     async def main():
         model = FakeModel()
