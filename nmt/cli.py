@@ -354,6 +354,8 @@ def average(
 def translate(
     model: ModelPaths,
     input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout; it "
+                                                   "appears, whole, when the last line is translated.")] = None,
     beam: Beam = 4,
     lenpen: Lenpen = 0.6,
     lenpen_type: LenpenType = "gnmt",
@@ -382,9 +384,11 @@ def translate(
     from nmt.console import plain_logger
     from nmt.errors import ConfigError
     from nmt.attention import pharaoh
-    from nmt.files import open_binary, resolve_text
+    from nmt.files import atomic_write, check_output_file, open_binary, resolve_text
     from nmt.translate import format_nbest, read_chunks
 
+    if output:
+        check_output_file(output, "--output")
     if int8:
         if precision not in ("fp32", "int8"):
             raise ConfigError(f"--int8 contradicts --precision {precision}; give one of them")
@@ -402,15 +406,17 @@ def translate(
                                  topp=topp, temperature=temperature, seed=seed)
     stream = open_binary(resolve_text(input)) if input else stdin_bytes()
     try:
-        for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
-            lines = format_nbest(i, t) if nbest > 1 else [t.text]
-            if alignments:
-                aligned = [pharaoh(translator.alignment(t.source, h, i)) for _, h in t.hypotheses[: len(lines)]]
-                lines = [f"{line}\t{a}" if nbest > 1 else f"{line} ||| {a}" for line, a in zip(lines, aligned)]
-            write_stdout("\n".join(lines) + "\n")
-            if attention and t.hypotheses and t.source:
-                paths = write_heatmaps(translator.attention(t.source, t.hypotheses[0][1], i), attention, i)
-                log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} to {attention}"))
+        with atomic_write(output, "w") if output else contextlib.nullcontext() as out_file:
+            write = out_file.write if output else write_stdout
+            for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
+                lines = format_nbest(i, t) if nbest > 1 else [t.text]
+                if alignments:
+                    aligned = [pharaoh(translator.alignment(t.source, h, i)) for _, h in t.hypotheses[: len(lines)]]
+                    lines = [f"{line}\t{a}" if nbest > 1 else f"{line} ||| {a}" for line, a in zip(lines, aligned)]
+                write("\n".join(lines) + "\n")
+                if attention and t.hypotheses and t.source:
+                    paths = write_heatmaps(translator.attention(t.source, t.hypotheses[0][1], i), attention, i)
+                    log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} to {attention}"))
     finally:
         if input:
             stream.close()

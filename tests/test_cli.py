@@ -10,9 +10,11 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -274,6 +276,41 @@ def test_translate_nbest_cli(tiny_checkpoint):
                input="A dog runs.\nTwo women are talking.\n"))
     rows = [line.split("\t") for line in r.stdout.splitlines()]
     assert [(f[0], f[1]) for f in rows] == [("0", "0"), ("0", "1"), ("0", "2"), ("1", "0"), ("1", "1"), ("1", "2")]
+
+
+def test_translate_output_file_is_what_stdout_gets(tiny_checkpoint, tmp_path):
+    text = "A dog runs.\n\nTwo women are talking.\n"
+    stdout = ok(nmt("translate", "-m", tiny_checkpoint, "--threads", 1, input=text)).stdout
+    out = tmp_path / "sub" / "out.de"
+    r = ok(nmt("translate", "-m", tiny_checkpoint, "--threads", 1, "-o", out, input=text))
+    assert r.stdout == "" and out.read_text(encoding="utf-8") == stdout
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out.de"]  # no temporary file left
+
+
+@pytest.mark.parametrize("make_target, words", [
+    (lambda tmp: tmp, ["--output", "is a folder"]),
+    (lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "out.de", ["--output"]),
+])
+def test_translate_bad_output_is_one_line_before_translating(tiny_checkpoint, tmp_path, make_target, words):
+    assert_user_error(nmt("translate", "-m", tiny_checkpoint, "-o", make_target(tmp_path), input="A dog.\n"), *words)
+
+
+def test_translate_output_keeps_the_old_file_when_interrupted(tiny_checkpoint, tmp_path):
+    """Ctrl-C while stdin is still open: the earlier file stays as it was and no temporary file is left."""
+    out = tmp_path / "out.de"
+    out.write_text("earlier\n")
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "-m", str(tiny_checkpoint), "-o", str(out)],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    proc.stdin.write(b"A dog runs.\n")
+    proc.stdin.flush()
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".out.de.*.tmp")):  # the output is open: the model is loaded
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and b"Traceback" not in stderr, stderr
+    assert out.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.de"]
 
 
 def test_translate_streams_line_by_line(tiny_checkpoint):
