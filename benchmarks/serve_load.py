@@ -10,6 +10,10 @@ Loopback traffic only (127.0.0.1, a port chosen at random); the benchmark starts
 stops it at the end. Each client loops over its share of the sentences, one POST /v1/translate at a time,
 so a level of C clients keeps C requests in flight. The server and offline translation run with the same
 search (beam 4, lenpen 0.6) and the same torch threads; the outputs are compared line by line.
+
+Two more columns explain the figures: the mean batch the server formed (from its /metrics), and the
+model alone (no HTTP, no queue, in another process) translating chunks of C lines, the most a server can
+reach when C closed-loop clients never let a batch hold more than C lines.
 """
 
 from __future__ import annotations
@@ -60,6 +64,38 @@ def offline(model: Path, sentences: list[str], threads: int) -> tuple[float, lis
     return seconds, out
 
 
+MODEL_ALONE = """
+import sys, time, torch
+from pathlib import Path
+from nmt.search import SearchConfig
+from nmt.translate import Translator
+torch.set_num_threads(int(sys.argv[2]))
+tr = Translator([Path(sys.argv[1])], SearchConfig(beam=4, lenpen=0.6), device="cpu", progress=lambda p: None)
+lines = sys.stdin.read().splitlines()
+tr.translate_chunk(lines[:8])
+for size in map(int, sys.argv[3:]):
+    start = time.perf_counter()
+    for i in range(0, len(lines), size):
+        tr.translate_chunk(lines[i : i + size])
+    print(size, len(lines) / (time.perf_counter() - start))
+"""
+
+
+def model_alone(model: Path, sentences: list[str], sizes: list[int], threads: int) -> dict[int, float]:
+    """Sentences/s of the model itself (no HTTP, no queue) translating chunks of `size` lines: the most a
+    server can reach when its batches hold `size` lines (C closed-loop clients never fill more than C)."""
+    out = subprocess.run([sys.executable, "-c", MODEL_ALONE, str(model), str(threads), *map(str, sizes)],
+                         input="\n".join(sentences), capture_output=True, text=True, check=True).stdout
+    return {int(size): float(rate) for size, rate in (line.split() for line in out.splitlines())}
+
+
+def batch_stats(url: str) -> tuple[float, float]:
+    """(lines translated, batches) so far, from the server's /metrics."""
+    text = requests.get(url + "/metrics", timeout=10).text
+    values = dict(line.split()[:2] for line in text.splitlines() if line.startswith("nmt_batch_sentences_"))
+    return float(values["nmt_batch_sentences_sum"]), float(values["nmt_batch_sentences_count"])
+
+
 def load(url: str, sentences: list[str], clients: int) -> dict:
     """`clients` threads, each posting its share of the sentences one at a time."""
     latencies: list[float] = []
@@ -100,7 +136,9 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=1000)
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--max-wait-ms", type=float, default=10.0)
+    ap.add_argument("--max-wait-ms", type=float, default=50.0)
+    ap.add_argument("--quiet-ms", type=float, default=5.0)
+    ap.add_argument("--alone-sentences", type=int, default=256, help="sentences for the model-alone column")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
@@ -108,7 +146,7 @@ def main() -> None:
     offline_s, offline_out = offline(args.model, sentences, args.threads)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(args.model), "--port", str(port),
-                               "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms)],
+                               "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms), "--quiet-ms", str(args.quiet_ms)],
                               stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -117,27 +155,36 @@ def main() -> None:
             try:
                 if requests.get(url + "/health", timeout=1).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # refused, or held while the model loads
                 pass
             if time.monotonic() > deadline or server.poll() is not None:
                 sys.exit("the server did not start")
             time.sleep(0.2)
-        rows = [load(url + "/v1/translate", sentences, c) for c in args.clients]
+        rows = []
+        for c in args.clients:
+            before = batch_stats(url)
+            rows.append(load(url + "/v1/translate", sentences, c))
+            after = batch_stats(url)
+            rows[-1]["mean_batch"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
     finally:
         server.terminate()
         server.wait(timeout=120)
 
+    alone = model_alone(args.model, sentences[: args.alone_sentences], args.clients, args.threads)
     offline_rate = len(sentences) / offline_s
     one = next((r for r in rows if r["clients"] == 1), rows[0])
     print(f"offline `nmt translate`: {len(sentences)} sentences in {offline_s:.1f} s = {offline_rate:.1f} sentences/s "
           f"(threads {args.threads}, {os.cpu_count()} CPUs)")
-    print("| clients | sentences/s | vs offline | vs 1 client | p50 ms | p95 ms | p99 ms | errors | same output as offline |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| clients | sentences/s | vs offline | vs 1 client | p50 ms | p95 ms | p99 ms | errors | same output as offline "
+          "| mean batch | model alone, batches of C lines |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in rows:
         same = sum(a == b for a, b in zip(r["outputs"], offline_out))
         print(f"| {r['clients']} | {r['sentences_per_s']:.1f} | {r['sentences_per_s'] / offline_rate:.0%} | "
               f"{r['sentences_per_s'] / one['sentences_per_s']:.1f}x | {r['p50'] * 1000:.0f} | {r['p95'] * 1000:.0f} | "
-              f"{r['p99'] * 1000:.0f} | {r['errors']} | {same}/{len(sentences)} |")
+              f"{r['p99'] * 1000:.0f} | {r['errors']} | {same}/{len(sentences)} | {r['mean_batch']:.1f} | "
+              f"{alone[r['clients']]:.1f} ({alone[r['clients']] / offline_rate:.0%}) |")
+        r["model_alone"] = alone[r["clients"]]
     if args.json:
         args.json.write_text(json.dumps({"offline_seconds": offline_s, "sentences": len(sentences),
                                          "rows": [{k: v for k, v in r.items() if k != "outputs"} for r in rows]},

@@ -618,8 +618,10 @@ def serve(
     int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation (same as --precision int8).")] = False,
     max_batch_tokens: Annotated[int, typer.Option("--max-batch-tokens", help="Source tokens per model batch.")] = 4096,
     max_batch_sentences: Annotated[int, typer.Option("--max-batch-sentences", help="Lines merged into one batch.")] = 128,
-    max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", help="How long a request waits for others to "
-                                               "join its batch.")] = 10.0,
+    max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", help="How long a request waits at most for others "
+                                               "to join its batch.")] = 50.0,
+    quiet_ms: Annotated[float, typer.Option("--quiet-ms", help="A batch goes once no request has come for this "
+                                            "long.")] = 5.0,
     max_queue: Annotated[int, typer.Option("--max-queue", help="Lines waiting at most; then 503 + Retry-After.")] = 4096,
     max_lines: Annotated[int, typer.Option("--max-lines", help="Lines per request at most (413 beyond).")] = 256,
     max_chars: Annotated[int, typer.Option("--max-chars", help="Characters per line at most (413 beyond).")] = 5000,
@@ -636,7 +638,7 @@ def serve(
     require_web_stack()
     check_range("--port", port, 0, 65535)
     cfg = ServeConfig(max_batch_sentences=max_batch_sentences, max_batch_tokens=max_batch_tokens,
-                      max_wait_ms=max_wait_ms, max_queue=max_queue, max_lines=max_lines, max_chars=max_chars,
+                      max_wait_ms=max_wait_ms, quiet_ms=quiet_ms, max_queue=max_queue, max_lines=max_lines, max_chars=max_chars,
                       timeout=timeout).validate()
     if int8:
         if precision not in ("fp32", "int8"):

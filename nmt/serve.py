@@ -1,9 +1,11 @@
 """`nmt serve`: a checkpoint as an HTTP translation service, with dynamic batching.
 
 Requests wait in one bounded queue. A worker thread takes the oldest, adds the queued requests that
-share its search settings (in arrival order) until --max-batch-sentences, or until --max-wait-ms have
-passed since the oldest arrived or the model became free, whichever is later (so that under load the
-clients just answered can send their next line into the coming batch instead of one of their own), and translates their lines as one chunk: `Translator.translate_chunk`
+share its search settings (in arrival order) until --max-batch-sentences, until no request has come for
+--quiet-ms, or at the latest until --max-wait-ms have passed since the oldest arrived or the model became
+free, whichever is later (so that under load the clients just answered can send their next line into the
+coming batch instead of one of their own, while a lone request waits only --quiet-ms), and translates
+their lines as one chunk: `Translator.translate_chunk`
 sorts them by length and cuts model batches of --max-batch-tokens, so every line gets exactly what
 `nmt translate` gives it. The event loop only validates, queues and awaits: it never runs the model.
 
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+import torch
+
 from nmt.config import INT_MAX, MAX_BEAM, check_range
 from nmt.errors import ConfigError, NmtError
 from nmt.search import SearchConfig
@@ -37,7 +41,8 @@ class ServeConfig:
 
     max_batch_sentences: int = 128  # lines merged into one chunk (and per model batch)
     max_batch_tokens: int = 4096  # source tokens per model batch (padded)
-    max_wait_ms: float = 10.0  # how long the oldest request waits for others to join its batch
+    max_wait_ms: float = 50.0  # how long the oldest request waits at most for others to join its batch
+    quiet_ms: float = 5.0  # ... but the batch goes as soon as no request has come for this long
     max_queue: int = 4096  # lines waiting at most; beyond, 503 with Retry-After
     max_lines: int = 256  # lines per request
     max_chars: int = 5000  # characters per line
@@ -47,6 +52,7 @@ class ServeConfig:
         for name in ("max_batch_sentences", "max_batch_tokens", "max_queue", "max_lines", "max_chars"):
             check_range("--" + name.replace("_", "-"), getattr(self, name), 1, INT_MAX)
         check_range("--max-wait-ms", self.max_wait_ms, 0.0, 60_000.0)
+        check_range("--quiet-ms", self.quiet_ms, 0.0, 60_000.0)
         check_range("--timeout", self.timeout, 0.0, low_open=True)
         return self
 
@@ -133,18 +139,19 @@ class Batcher:
 
     def next_batch(self) -> list[Job]:
         """Wait for work; then the oldest job and the queued jobs of the same search settings, up to
-        max_batch_sentences lines, taken when the batch is full or max_wait_ms after the oldest arrived or
-        the model became free, whichever is later."""
+        max_batch_sentences lines, taken when the batch is full, or when no request has come for quiet_ms,
+        or at the latest max_wait_ms after the oldest arrived or the model became free, whichever is later."""
         with self.cond:
             while not self.queue:
                 if self.stopping:
                     return []
                 self.cond.wait()
-            deadline = max(self.queue[0].arrived, self.free_since) + self.cfg.max_wait_ms / 1000
+            start = max(self.queue[0].arrived, self.free_since)
+            limit, quiet = start + self.cfg.max_wait_ms / 1000, min(self.cfg.quiet_ms, self.cfg.max_wait_ms) / 1000
             while True:
                 batch = self._compatible()
                 lines = sum(len(j.lines) for j in batch)
-                wait = deadline - time.monotonic()
+                wait = min(limit, max(start, self.queue[-1].arrived) + quiet) - time.monotonic()
                 if lines >= self.cfg.max_batch_sentences or wait <= 0 or self.stopping:
                     break
                 self.cond.wait(wait)
@@ -192,10 +199,19 @@ class Batcher:
 
 
 def translator_function(translator: Translator) -> TranslateFn:
-    """translate_chunk with per-request search settings (the model and tokenizer are shared)."""
+    """translate_chunk with per-request search settings (the model and tokenizer are shared).
+
+    Call it where the thread count is set (after --threads): the worker thread that runs the function is
+    given that count, since OpenMP starts a new thread with its default (every core) whatever
+    torch.set_num_threads said in the main thread, and --threads 1 would run on two cores."""
+    threads = torch.get_num_threads()
+    pinned = threading.local()
     variants: dict[tuple, Translator] = {}
 
     def translate(lines: list[str], search: SearchConfig) -> list[Translation]:
+        if not getattr(pinned, "threads", False):
+            torch.set_num_threads(threads)
+            pinned.threads = True
         key = dataclasses.astuple(search)
         if key not in variants:
             variants[key] = translator.with_search(search)

@@ -66,14 +66,14 @@ BEAM4, BEAM1 = SearchConfig(beam=4), SearchConfig(beam=1)
 
 @pytest.mark.parametrize("cfg, reqs, batches", [
     # requests queued within max_wait are merged, in arrival order
-    (ServeConfig(max_wait_ms=200), [(["a"], BEAM4), (["b", "c"], BEAM4), (["d"], BEAM4)], [["a", "b", "c", "d"]]),
+    (ServeConfig(max_wait_ms=200, quiet_ms=200), [(["a"], BEAM4), (["b", "c"], BEAM4), (["d"], BEAM4)], [["a", "b", "c", "d"]]),
     # ... but never beyond max_batch_sentences (a request is never split)
-    (ServeConfig(max_wait_ms=200, max_batch_sentences=3), [(["a", "b"], BEAM4), (["c", "d"], BEAM4), (["e"], BEAM4)],
+    (ServeConfig(max_wait_ms=200, quiet_ms=200, max_batch_sentences=3), [(["a", "b"], BEAM4), (["c", "d"], BEAM4), (["e"], BEAM4)],
      [["a", "b", "e"], ["c", "d"]]),
     # other search settings wait for a batch of their own
-    (ServeConfig(max_wait_ms=200), [(["a"], BEAM4), (["b"], BEAM1), (["c"], BEAM4)], [["a", "c"], ["b"]]),
+    (ServeConfig(max_wait_ms=200, quiet_ms=200), [(["a"], BEAM4), (["b"], BEAM1), (["c"], BEAM4)], [["a", "c"], ["b"]]),
     # a request larger than the batch goes alone
-    (ServeConfig(max_wait_ms=200, max_batch_sentences=2), [(["a", "b", "c"], BEAM4)], [["a", "b", "c"]]),
+    (ServeConfig(max_wait_ms=200, quiet_ms=200, max_batch_sentences=2), [(["a", "b", "c"], BEAM4)], [["a", "b", "c"]]),
 ])
 def test_batcher_merges_requests(cfg, reqs, batches):
     model = FakeModel()
@@ -89,18 +89,26 @@ def test_batcher_does_not_wait_past_max_wait():
     assert model.calls == [["a"], ["b"]] and time.monotonic() - start < 2.0
 
 
+def test_batcher_sends_a_lone_request_once_nothing_else_comes():
+    """--max-wait-ms is a bound: when no other request comes for --quiet-ms, the batch goes."""
+    model = FakeModel()
+    start = time.monotonic()
+    run_jobs(ServeConfig(max_wait_ms=5000, quiet_ms=5), model, [(["a"], BEAM4)])
+    assert model.calls == [["a"]] and time.monotonic() - start < 2.5
+
+
 def test_batcher_waits_for_the_clients_it_just_answered():
     """Under load the wait counts from when the model became free: a (0 s) runs from 0.35 to 0.85 s; b (0.5 s)
     waited meanwhile, yet still waits until 1.2 s, so that c (1.0 s), as from a client just answered, joins it."""
     model = FakeModel(delay=0.5)
-    run_jobs(ServeConfig(max_wait_ms=350), model, [(["a"], BEAM4), (["b"], BEAM4), (["c"], BEAM4)], spacing=0.5)
+    run_jobs(ServeConfig(max_wait_ms=350, quiet_ms=350), model, [(["a"], BEAM4), (["b"], BEAM4), (["c"], BEAM4)], spacing=0.5)
     assert model.calls == [["a"], ["b", "c"]]
 
 
 def test_batcher_queue_limit_and_cancel():
     async def main():
         model = FakeModel()
-        batcher = Batcher(model, ServeConfig(max_queue=3, max_wait_ms=300))
+        batcher = Batcher(model, ServeConfig(max_queue=3, max_wait_ms=300, quiet_ms=300))
         batcher.start()
         first = batcher.submit(["a", "b"], BEAM4)
         with pytest.raises(Overloaded, match="--max-queue 3"):
@@ -113,6 +121,42 @@ def test_batcher_queue_limit_and_cancel():
 
     calls, gone_done = asyncio.run(main())
     assert calls == [["a", "b"]] and not gone_done  # no work was done for the withdrawn request
+
+
+PINNED_THREADS = """
+import threading, time, torch
+from nmt.search import SearchConfig
+from nmt.serve import translator_function
+
+class Busy:  # a stand-in Translator: its translate_chunk measures how many cores a large matmul uses
+    def with_search(self, search):
+        return self
+    def translate_chunk(self, lines):
+        a = torch.randn(1500, 1500)
+        torch.mm(a, a)
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(6):
+            torch.mm(a, a)
+        return (time.process_time() - cpu) / (time.perf_counter() - wall)
+
+torch.set_num_threads(1)
+translate = translator_function(Busy())
+out = {}
+worker = threading.Thread(target=lambda: out.update(ratio=translate(["x"], SearchConfig())))
+worker.start()
+worker.join()
+print(out["ratio"])
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores to tell one thread from two")
+def test_the_worker_thread_keeps_the_thread_count():
+    """OpenMP gives a new thread every core: without pinning, `--threads 1` ran the model on two (CPU time
+    twice the wall time on an idle two-core machine)."""
+    env = {k: v for k, v in ENV.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    r = subprocess.run([sys.executable, "-c", PINNED_THREADS], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout) < 1.4
 
 
 # -- the real server ---------------------------------------------------------------------------------
@@ -247,7 +291,7 @@ def test_a_full_queue_answers_503_with_retry_after(tiny_checkpoint):
 
 def test_a_client_that_leaves_leaves_no_work_behind(tiny_checkpoint):
     """The batch is taken 2 s after the request arrives; the client is gone after 0.3 s."""
-    srv = Server(tiny_checkpoint, "--max-wait-ms", "2000", "--max-batch-sentences", "1000")
+    srv = Server(tiny_checkpoint, "--max-wait-ms", "2000", "--quiet-ms", "2000", "--max-batch-sentences", "1000")
     try:
         body = json.dumps({"text": ["a man is walking ."] * 100}).encode()
         with socket.create_connection(("127.0.0.1", srv.port)) as s:
@@ -262,7 +306,7 @@ def test_a_client_that_leaves_leaves_no_work_behind(tiny_checkpoint):
 
 
 def test_sigterm_finishes_what_is_in_flight_then_exits_0(tiny_checkpoint, sources, offline):
-    srv = Server(tiny_checkpoint, "--max-wait-ms", "500")
+    srv = Server(tiny_checkpoint, "--max-wait-ms", "500", "--quiet-ms", "500")
     result = {}
     client = threading.Thread(target=lambda: result.update(r=srv.post("/v1/translate", {"text": sources})))
     client.start()
