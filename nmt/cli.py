@@ -226,10 +226,14 @@ def prepare(
     from nmt.dataset import FilterConfig, prepare as run_prepare
 
     from nmt.bpe import Tokenizer
-    from nmt.checkpoint import bpe_model_bytes, is_checkpoint_file
+    from nmt.files import is_checkpoint_file
 
     filters = FilterConfig(min_len=min_len, max_len=max_len, max_ratio=max_ratio, dedup=dedup)
-    bpe = Tokenizer(bpe_model_bytes(bpe_model), str(bpe_model)) if is_checkpoint_file(bpe_model) else bpe_model
+    bpe: Path | Tokenizer = bpe_model
+    if is_checkpoint_file(bpe_model):
+        from nmt.checkpoint import bpe_model_bytes  # imports torch: only for a checkpoint
+
+        bpe = Tokenizer(bpe_model_bytes(bpe_model), str(bpe_model))
     with progress_display() as report:
         reports = run_prepare(bpe, out, src, tgt, train, valid, test, filters=filters,
                               threads=threads or -1, chunk_size=chunk_size, progress=report)
