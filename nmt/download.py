@@ -103,7 +103,9 @@ class Holdout:
     Pair number n (1-based: the line number in the concatenated sources) goes to `test` when
     n % every == 0, to `valid` when n % every == every // 2, and to `train` otherwise. A pair
     with a blank side always goes to `train` (where `nmt prepare` drops it), so valid and test
-    hold no empty lines. Deterministic: the same upstream files give the same three splits.
+    hold no empty lines. `train` leaves out every pair equal to a valid or test pair (Europarl
+    repeats its formulae, "The debate is closed."), so no test pair is seen in training.
+    Deterministic: the same upstream files give the same three splits.
     """
 
     every: int = 1000
@@ -376,7 +378,7 @@ def _europarl(src: str = "en", tgt: str = "fr") -> DatasetSpec:
         tgt=tgt,
         description="Europarl v7 English-French (European Parliament proceedings, about 2M "
         "pairs): pairs 500, 1500, 2500, ... are valid, pairs 1000, 2000, ... are test (about "
-        "2,000 each), the rest is train",
+        "2,000 each), the rest is train, less any pair equal to a valid or test pair",
         licence="no copyright restrictions stated upstream (European Parliament proceedings), "
         "see https://www.statmt.org/europarl/",
         homepage="https://www.statmt.org/europarl/",
@@ -1189,21 +1191,28 @@ def _write_held_out(
     progress: ProgressFn, cache: Path,
 ) -> list[tuple[int, str, int]]:
     """Write this split's part of the sources' pairs (see `Holdout`), both sides in step."""
-    assert split.holdout is not None
+    holdout = split.holdout
+    assert holdout is not None
+
+    def numbered() -> Iterator[tuple[int, str, str]]:
+        missing = object()
+        pairs = itertools.zip_longest(_side_lines(split.src, paths), _side_lines(split.tgt, paths), fillvalue=missing)
+        for n, (src, tgt) in enumerate(pairs, 1):
+            if src is missing or tgt is missing:
+                shorter = names[0] if src is missing else names[1]
+                raise DownloadError(
+                    f"{split.name}: the sources of {shorter} end at line {n - 1}, the other side's go on; "
+                    f"the sources are not parallel, delete {cache} and re-run"
+                )
+            yield n, src, tgt  # type: ignore[misc]
+
+    held: set[tuple[str, str]] = set()  # train: the valid and test pairs (2 in `every`), a first pass
+    if split.name == "train":
+        held = {(src, tgt) for n, src, tgt in numbered() if holdout.part(n, src, tgt) != "train"}
     sides = (_Side(files[0]), _Side(files[1]))
     report = _Reporter(progress, f"write {names[0]}", None)
-    n = 0
-    missing = object()
-    for n, (src, tgt) in enumerate(
-        itertools.zip_longest(_side_lines(split.src, paths), _side_lines(split.tgt, paths), fillvalue=missing), 1
-    ):
-        if src is missing or tgt is missing:
-            shorter = names[0] if src is missing else names[1]
-            raise DownloadError(
-                f"{split.name}: the sources of {shorter} end at line {n - 1}, the other side's go on; "
-                f"the sources are not parallel, delete {cache} and re-run"
-            )
-        if split.holdout.part(n, src, tgt) == split.name:
+    for n, src, tgt in numbered():
+        if holdout.part(n, src, tgt) == split.name and (src, tgt) not in held:
             sides[0].write(src)
             sides[1].write(tgt)
         if n % 10_000 == 0:

@@ -912,8 +912,10 @@ def test_europarl_held_out_split(enfr_mirror, tmp_path):
     assert lines_of(out / "valid.en") == [en[499], en[2499]] and lines_of(out / "valid.fr") == [fr[499], fr[2499]]
     assert lines_of(out / "test.en") == [en[999], en[1999]] and lines_of(out / "test.fr") == [fr[999], fr[1999]]
     held = {499, 999, 1999, 2499}
-    assert lines_of(out / "train.en") == [e for i, e in enumerate(en) if i not in held]
-    assert lines_of(out / "train.fr") == [f for i, f in enumerate(fr) if i not in held]
+    pairs = {(en[i], fr[i]) for i in held}  # and train has none of them, wherever they repeat
+    train = [(e, f) for i, (e, f) in enumerate(zip(en, fr)) if i not in held and (e, f) not in pairs]
+    assert len(train) < 2996 and not pairs & set(train)
+    assert lines_of(out / "train.en") == [e for e, _ in train] and lines_of(out / "train.fr") == [f for _, f in train]
     manifest = json.loads((out / "MANIFEST.json").read_text())
     assert manifest["dataset"] == "europarl-en-fr" and manifest["splits"]["test"]["held_out_every"] == 1000
     assert download("europarl-en-fr", out, mirror=str(only), **FAST).up_to_date
