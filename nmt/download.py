@@ -417,6 +417,21 @@ def families() -> dict[str, dict[str, DatasetSpec]]:
 _PAIR_SYNTAX = re.compile(r"[a-z]{2,3}-[a-z]{2,3}")
 
 
+def _family_pair(family: str, pairs: dict[str, DatasetSpec], pair: Optional[str]) -> DatasetSpec:
+    """The dataset of `family` for `pair` (None: the family's first pair)."""
+    if pair is None:
+        return next(iter(pairs.values()))
+    wanted = pair.strip().lower()
+    if not _PAIR_SYNTAX.fullmatch(wanted):
+        raise InputError(
+            f"--pair {pair!r}: not a language pair; write SOURCE-TARGET, for {family} one of: "
+            f"{', '.join(pairs)}"
+        )
+    if wanted not in pairs:
+        raise InputError(f"--pair {pair}: {family} has no {wanted} data; choose one of: {', '.join(pairs)}")
+    return pairs[wanted]
+
+
 def resolve(name: Union[str, DatasetSpec], pair: Optional[str] = None) -> DatasetSpec:
     """The dataset that NAME and `--pair` designate; InputError naming the choices otherwise.
 
@@ -428,29 +443,17 @@ def resolve(name: Union[str, DatasetSpec], pair: Optional[str] = None) -> Datase
         spec = name
     else:
         groups = families()
-        full = {f"{s.group}-{s.pair}": s for s in registry().values()}
-        spec = None if name in groups else registry().get(name) or full.get(name)
         if name in groups:
-            pairs = groups[name]
-            if pair is None:
-                return next(iter(pairs.values()))
-            wanted = pair.strip().lower()
-            if not _PAIR_SYNTAX.fullmatch(wanted):
-                raise InputError(
-                    f"--pair {pair!r}: not a language pair; write SOURCE-TARGET, for {name} one "
-                    f"of: {', '.join(pairs)}"
-                )
-            if wanted not in pairs:
-                raise InputError(
-                    f"--pair {pair}: {name} has no {wanted} data; choose one of: {', '.join(pairs)}"
-                )
-            return pairs[wanted]
-        if spec is None:
+            return _family_pair(name, groups[name], pair)
+        full = {f"{s.group}-{s.pair}": s for s in registry().values()}
+        found = registry().get(name) or full.get(name)
+        if found is None:
             raise InputError(
                 f"unknown dataset {name!r}; choose one of: {', '.join(sorted(groups))} "
                 f"(with --pair), or {', '.join(n for n in registry() if n not in groups)} "
                 "(see nmt download --list)"
             )
+        spec = found
     if pair is not None and pair.strip().lower() != spec.pair:
         raise InputError(
             f"--pair {pair}: dataset {spec.name} is {spec.pair}; drop --pair, or name the family: "
