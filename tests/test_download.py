@@ -969,11 +969,13 @@ def test_resolve_errors_name_the_option_and_the_choices(name, pair, words):
         assert w in str(e.value)
 
 
-def test_every_pair_of_the_registry_is_consistent():
+def test_every_side_of_every_dataset_reads_files_of_its_language():
+    def in_language(source: Source, lang: str) -> bool:  # "x.fr-en.fr", "x.fr.gz", "x-src.fr.sgm"
+        name = source.member or source.file.name
+        return name.endswith(f".{lang}") or f".{lang}." in name
+
     for spec in dl.registry().values():
         dl.check_spec(spec)
         for split in spec.splits:
-            for side, lang in ((split.src, spec.src), (split.tgt, spec.tgt)):
-                for source in side:  # a side's members are that language's files
-                    assert source.member is None or f".{lang}." in source.member + "." or \
-                        source.member.endswith(f".{lang}.gz") or source.file.name.endswith(f".{lang}.gz"), source
+            assert all(in_language(s, spec.src) for s in split.src), (spec.name, split.name)
+            assert all(in_language(s, spec.tgt) for s in split.tgt), (spec.name, split.name)
