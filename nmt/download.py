@@ -382,7 +382,7 @@ def _europarl(src: str = "en", tgt: str = "fr") -> DatasetSpec:
         licence="no copyright restrictions stated upstream (European Parliament proceedings), "
         "see https://www.statmt.org/europarl/",
         homepage="https://www.statmt.org/europarl/",
-        approx_size="about 0.6 GB archive (all of Europarl v7's pairs)",
+        approx_size="about 0.6 GB, one archive",
         splits=tuple(
             Split(name, sides[src], sides[tgt], holdout=EUROPARL_HOLDOUT)
             for name in ("train", "valid", "test")
