@@ -350,15 +350,16 @@ def main() -> None:
     print(table(runs, ["pairs", "text_mb", "bpe_wall_s", "bpe_cpu_s", "bpe_rss_mb", "prepare_wall_s", "prepare_cpu_s",
                        "pairs_per_s", "pairs_per_cpu_s", "us_per_pair_cpu", "prepare_rss_mb", "store_mb", "kept", "duplicate",
                        "dropped_len"]))
-    print()
-    print(table(results["order"], ["preset", "pairs", "max_tokens", "batches", "updates", "make_batches_s",
-                                   "group_updates_s", "make_batches_peak_mb"]))
-    print()
-    print(table(results["wait"], ["preset", "updates", "tgt_tokens_per_update", "batches_per_update", "data_ms",
-                                  "old_collate_ms", "compute_ms", "data_share"]))
-    print()
-    print(table(results["hashset"], ["hashes", "seconds", "us_per_pair", "held_mb", "bytes_per_hash", "peak_mb",
-                                     "runs"]))
+    for key, cols in (
+        ("order", ["preset", "pairs", "max_tokens", "batches", "updates", "make_batches_s", "group_updates_s",
+                   "make_batches_peak_mb"]),
+        ("wait", ["preset", "updates", "tgt_tokens_per_update", "batches_per_update", "data_ms", "old_collate_ms",
+                  "compute_ms", "data_share"]),
+        ("hashset", ["hashes", "seconds", "us_per_pair", "held_mb", "bytes_per_hash", "peak_mb", "runs"]),
+    ):
+        if results[key]:  # empty with --prepare-only
+            print()
+            print(table(results[key], cols))
     if len(runs) >= 2:
         xs = [r["pairs"] for r in runs]
         n = args.extrapolate
