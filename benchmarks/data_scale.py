@@ -19,6 +19,11 @@ small presets, the data wait per update (collate of the update's batches from th
 against the compute per update (forward, backward, Adam), with the old pair-by-pair collate as
 a reference.  `--hashset` times the dedup hash set alone at larger sizes (e.g. 45M).
 
+`--prepare-only` keeps just the corpus, `bpe` and `prepare` of each size (no batch order, data wait
+or hash set), for the large sizes of issue 16 (WMT14 en-fr, about 36M pairs):
+
+    nice -n 10 .venv/bin/python benchmarks/data_scale.py --sizes 1000000 3000000 10000000 --prepare-only
+
 Everything generated lives under --work and is deleted at the end unless --keep.
 """
 
@@ -289,6 +294,8 @@ def main() -> None:
     ap.add_argument("--extrapolate", type=int, default=4_500_000)
     ap.add_argument("--json", type=Path, default=None, help="Also write all results here.")
     ap.add_argument("--keep", action="store_true", help="Keep the corpora and stores under --work.")
+    ap.add_argument("--prepare-only", action="store_true",
+                    help="Only the corpus, bpe and prepare of each size: no batch order, data wait or hash set.")
     args = ap.parse_args()
     if not (args.multi30k / "train.en.gz").is_file():
         raise SystemExit(f"{args.multi30k}: no Multi30k train.en.gz/train.de.gz; pass --multi30k")
@@ -315,10 +322,16 @@ def main() -> None:
                 "bpe_wall_s": bpe["wall_s"], "bpe_cpu_s": bpe["cpu_s"], "bpe_rss_mb": bpe["peak_rss_mb"],
                 "prepare_wall_s": prep["wall_s"], "prepare_cpu_s": prep["cpu_s"],
                 "pairs_per_s": round(n / prep["wall_s"]), "pairs_per_cpu_s": round(n / prep["cpu_s"]),
+                "us_per_pair_cpu": round(1e6 * prep["cpu_s"] / n, 1),
                 "prepare_rss_mb": prep["peak_rss_mb"], "store_mb": dir_mb(d / "data"),
                 "kept": report["kept"], "duplicate": report["duplicate"],
                 "dropped_len": report["too_short"] + report["too_long"] + report["ratio"] + report["empty"],
             })
+            print(f"[{n}] {json.dumps(results['runs'][-1])}", file=sys.stderr, flush=True)
+            if args.prepare_only:
+                if not args.keep:
+                    shutil.rmtree(d)
+                continue
             results["order"] += batch_order(d / "data", args.presets)
             if n == train_size:
                 for preset in args.presets:
@@ -326,7 +339,7 @@ def main() -> None:
                     print(f"[{n}] data wait {results['wait'][-1]}", file=sys.stderr)
             if not args.keep:
                 shutil.rmtree(d)
-        results["hashset"] = [hashset_scale(n) for n in args.hashset]
+        results["hashset"] = [] if args.prepare_only else [hashset_scale(n) for n in args.hashset]
     finally:
         if not args.keep:
             shutil.rmtree(args.work, ignore_errors=True)
@@ -335,17 +348,18 @@ def main() -> None:
     runs = results["runs"]
     print(f"machine: {results['machine']}\n")
     print(table(runs, ["pairs", "text_mb", "bpe_wall_s", "bpe_cpu_s", "bpe_rss_mb", "prepare_wall_s", "prepare_cpu_s",
-                       "pairs_per_s", "pairs_per_cpu_s", "prepare_rss_mb", "store_mb", "kept", "duplicate",
+                       "pairs_per_s", "pairs_per_cpu_s", "us_per_pair_cpu", "prepare_rss_mb", "store_mb", "kept", "duplicate",
                        "dropped_len"]))
-    print()
-    print(table(results["order"], ["preset", "pairs", "max_tokens", "batches", "updates", "make_batches_s",
-                                   "group_updates_s", "make_batches_peak_mb"]))
-    print()
-    print(table(results["wait"], ["preset", "updates", "tgt_tokens_per_update", "batches_per_update", "data_ms",
-                                  "old_collate_ms", "compute_ms", "data_share"]))
-    print()
-    print(table(results["hashset"], ["hashes", "seconds", "us_per_pair", "held_mb", "bytes_per_hash", "peak_mb",
-                                     "runs"]))
+    for key, cols in (
+        ("order", ["preset", "pairs", "max_tokens", "batches", "updates", "make_batches_s", "group_updates_s",
+                   "make_batches_peak_mb"]),
+        ("wait", ["preset", "updates", "tgt_tokens_per_update", "batches_per_update", "data_ms", "old_collate_ms",
+                  "compute_ms", "data_share"]),
+        ("hashset", ["hashes", "seconds", "us_per_pair", "held_mb", "bytes_per_hash", "peak_mb", "runs"]),
+    ):
+        if results[key]:  # empty with --prepare-only
+            print()
+            print(table(results[key], cols))
     if len(runs) >= 2:
         xs = [r["pairs"] for r in runs]
         n = args.extrapolate

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import pickle
 import re
-import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,7 +20,7 @@ import torch
 
 from nmt.config import ModelConfig, from_dict
 from nmt.errors import CheckpointError, InputError, OutputError
-from nmt.files import atomic_write
+from nmt.files import atomic_write, is_checkpoint_file  # noqa: F401 (re-exported)
 
 FORMAT = "nmt-checkpoint"
 VERSION = 1
@@ -73,11 +72,6 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
     if missing:
         raise CheckpointError(f"{path}: checkpoint lacks {', '.join(missing)}; it is damaged")
     return ckpt
-
-
-def is_checkpoint_file(path: Path) -> bool:
-    """Whether `path` looks like a torch checkpoint (a zip archive) rather than a BPE model (text)."""
-    return Path(path).is_file() and zipfile.is_zipfile(path)
 
 
 def bpe_model_bytes(path: Path) -> bytes:

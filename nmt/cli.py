@@ -226,10 +226,14 @@ def prepare(
     from nmt.dataset import FilterConfig, prepare as run_prepare
 
     from nmt.bpe import Tokenizer
-    from nmt.checkpoint import bpe_model_bytes, is_checkpoint_file
+    from nmt.files import is_checkpoint_file
 
     filters = FilterConfig(min_len=min_len, max_len=max_len, max_ratio=max_ratio, dedup=dedup)
-    bpe = Tokenizer(bpe_model_bytes(bpe_model), str(bpe_model)) if is_checkpoint_file(bpe_model) else bpe_model
+    bpe: Path | Tokenizer = bpe_model
+    if is_checkpoint_file(bpe_model):
+        from nmt.checkpoint import bpe_model_bytes  # imports torch: only for a checkpoint
+
+        bpe = Tokenizer(bpe_model_bytes(bpe_model), str(bpe_model))
     with progress_display() as report:
         reports = run_prepare(bpe, out, src, tgt, train, valid, test, filters=filters,
                               threads=threads or -1, chunk_size=chunk_size, progress=report)
@@ -558,10 +562,14 @@ def demo(
     err.print(f"demo finished in {result.seconds:.0f}s; everything is in {out}")
 
 
-@app.command(epilog="Example: nmt download multi30k --out data/multi30k")
+@app.command(epilog="Example: nmt download multi30k --out data/multi30k   or   "
+                     "nmt download wmt14 --pair en-fr --out data/wmt14-en-fr")
 def download(
-    name: Annotated[Optional[str], typer.Argument(help="Dataset name (see --list).")] = None,
+    name: Annotated[Optional[str], typer.Argument(help="Dataset name (see --list): a family such as wmt14, "
+                                                  "or a full name such as wmt14-en-fr.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder.")] = None,
+    pair: Annotated[Optional[str], typer.Option("--pair", help="Language pair, source first (en-de, de-en, en-fr, "
+                                                "fr-en; see --list); default: the family's first.")] = None,
     mirror: Annotated[Optional[str], typer.Option("--mirror", help="Base URL or local folder that replaces the dataset's source.")] = None,
     extra_tests: Annotated[bool, typer.Option("--extra-tests", help="Also fetch the dataset's extra test sets.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the known datasets.")] = False,
@@ -583,20 +591,24 @@ def download(
         for info in dl.list_datasets():
             table.add_row(*dl.describe(info))
         Console(highlight=False, width=200).print(table)
+        groups = ", ".join(f"{family} ({', '.join(pairs)})" for family, pairs in dl.families().items())
+        err.print(f"A family takes --pair (its first pair is the default): {groups}; "
+                  "e.g. `nmt download wmt14 --pair en-fr` is wmt14-en-fr.")
         return
     if name is None or out is None:
         raise InputError("name a dataset and --out FOLDER (e.g. nmt download multi30k --out data/multi30k), or use --list")
+    spec = dl.resolve(name, pair)  # an unknown name or pair is an error before anything is read or written
     if verify:
         good, problems = dl.verify_outputs(out)
         for problem in problems:
             print(problem)
         if problems:
             raise InputError(f"{out}: {len(problems)} of {len(good) + len(problems)} files differ from {dl.MANIFEST}; "
-                             f"run `nmt download {name} --out {out}` again to rewrite them")
+                             f"run `nmt download {spec.name} --out {out}` again to rewrite them")
         err.print(f"{out}: all {len(good)} files match {dl.MANIFEST}")
         return
     with progress_display(bytes_unit=True) as report:
-        result = dl.download(name, out, mirror=mirror, extra_tests=extra_tests, progress=report, timeout=timeout)
+        result = dl.download(spec, out, mirror=mirror, extra_tests=extra_tests, progress=report, timeout=timeout)
     err.print(dl.summary(result))
 
 

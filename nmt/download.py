@@ -11,8 +11,9 @@ sets are turned into text by sacreBLEU itself.
 The library never prints and never exits: it reports through a `ProgressFn` and raises
 `DownloadError` / `InputError`.
 
-Adding a dataset is a few lines of data: build a `DatasetSpec` (see `_multi30k` and `_wmt14`)
-and add it to `registry()`.
+Adding a dataset is a few lines of data: build a `DatasetSpec` (see `_multi30k`, `_wmt14` and
+`_europarl`) and add it to `registry()`. A dataset comes in language pairs: `wmt14` is en-de,
+`wmt14-en-fr` is the same family's en-fr, chosen with `--pair` (`resolve`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import datetime
 import functools
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -95,10 +97,34 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Holdout:
+    """Held-out pairs of a corpus that has no valid or test set of its own, chosen by position.
+
+    Pair number n (1-based: the line number in the concatenated sources) goes to `test` when
+    n % every == 0, to `valid` when n % every == every // 2, and to `train` otherwise. A pair
+    with a blank side always goes to `train` (where `nmt prepare` drops it), so valid and test
+    hold no empty lines. `train` leaves out every pair equal to a valid or test pair (Europarl
+    repeats its formulae, "The debate is closed."), so no test pair is seen in training.
+    Deterministic: the same upstream files give the same three splits.
+    """
+
+    every: int = 1000
+
+    def part(self, n: int, src: str, tgt: str) -> str:
+        """Which split pair number `n` (1-based) with sides `src` and `tgt` belongs to."""
+        rest = n % self.every
+        if rest not in (0, self.every // 2) or not src.strip() or not tgt.strip():
+            return "train"
+        return "test" if rest == 0 else "valid"
+
+
+@dataclass(frozen=True)
 class Split:
     """One output split: `OUT/NAME.SRC` and `OUT/NAME.TGT`, each the concatenation of its sources.
 
     `lines`, when known, is checked; `extra` splits are only fetched with `extra_tests=True`.
+    With a `holdout`, the split keeps only its part of the sources' pairs (see `Holdout`): the
+    train, valid and test splits then share their sources.
     """
 
     name: str
@@ -106,6 +132,7 @@ class Split:
     tgt: tuple[Source, ...]
     lines: Optional[int] = None
     extra: bool = False
+    holdout: Optional[Holdout] = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +147,17 @@ class DatasetSpec:
     splits: tuple[Split, ...]
     homepage: str = ""
     approx_size: str = ""  # shown by --list when not every file size is known
+    family: str = ""  # what `nmt download FAMILY --pair SRC-TGT` names; "" means `name`
+
+    @property
+    def pair(self) -> str:
+        """The language pair, source first: "en-fr"."""
+        return f"{self.src}-{self.tgt}"
+
+    @property
+    def group(self) -> str:
+        """The family: the dataset name that `--pair` completes."""
+        return self.family or self.name
 
     def selected(self, extra_tests: bool = False) -> tuple[Split, ...]:
         """The splits a download produces: the standard ones, plus the extra test sets if asked."""
@@ -167,6 +205,11 @@ def check_spec(spec: DatasetSpec) -> None:
     for split in spec.splits:
         if not split.src or not split.tgt:
             raise ValueError(f"{spec.name}/{split.name}: needs at least one source a side")
+        if split.holdout is not None and (
+            split.name not in ("train", "valid", "test")
+            or any(s.fmt != "text" for s in split.src + split.tgt)
+        ):
+            raise ValueError(f"{spec.name}/{split.name}: a held-out split is train, valid or test of text")
         for source in split.src + split.tgt:
             if source.fmt not in ("text", "sgm"):
                 raise ValueError(f"{spec.name}/{split.name}: unknown format {source.fmt!r}")
@@ -202,6 +245,18 @@ _M30K_SUMS: dict[str, tuple[Optional[str], Optional[int]]] = {
 }
 
 
+def _swapped(spec: DatasetSpec, name: str) -> DatasetSpec:
+    """The same files the other way round (each split's source and target sides exchanged)."""
+    splits = tuple(
+        Split(s.name, s.tgt, s.src, s.lines, s.extra, s.holdout) for s in spec.splits
+    )
+    return DatasetSpec(
+        name=name, src=spec.tgt, tgt=spec.src, description=spec.description,
+        licence=spec.licence, splits=splits, homepage=spec.homepage,
+        approx_size=spec.approx_size, family=spec.group,
+    )
+
+
 def _multi30k() -> DatasetSpec:
     """Multi30k en-de: 29,000 / 1,014 / 1,000 caption pairs (test = test_2016_flickr)."""
 
@@ -229,11 +284,41 @@ def _multi30k() -> DatasetSpec:
     )
 
 
-# WMT14 en-de training archives (official statmt.org URLs). No published checksum is recorded
-# here: the computed sha256 goes to the manifest instead.
+# WMT14 training archives (official statmt.org URLs, as in sacreBLEU's and tensor2tensor's
+# lists and fairseq's prepare-wmt14en2fr.sh). No published checksum is recorded here: the
+# computed sha256 goes to the manifest instead. Europarl v7, Common Crawl and News Commentary
+# v9 hold both the de-en and the fr-en corpora.
 _EUROPARL = RemoteFile("https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz")
 _COMMONCRAWL = RemoteFile("https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz")
 _NEWSCOMM9 = RemoteFile("https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz")
+_UN = RemoteFile("https://www.statmt.org/wmt13/training-parallel-un.tgz")
+_GIGA = RemoteFile("https://www.statmt.org/wmt10/training-giga-fren.tar")  # plain tar of .gz files
+
+# The training members of each WMT14 pair, in order of concatenation; {lang} is a language code.
+_WMT14_TRAIN: dict[str, tuple[tuple[RemoteFile, str], ...]] = {
+    "de": (
+        (_EUROPARL, "training/europarl-v7.de-en.{lang}"),
+        (_COMMONCRAWL, "commoncrawl.de-en.{lang}"),
+        (_NEWSCOMM9, "training/news-commentary-v9.de-en.{lang}"),
+    ),
+    "fr": (
+        (_EUROPARL, "training/europarl-v7.fr-en.{lang}"),
+        (_COMMONCRAWL, "commoncrawl.fr-en.{lang}"),
+        (_UN, "un/undoc.2000.fr-en.{lang}"),
+        (_NEWSCOMM9, "training/news-commentary-v9.fr-en.{lang}"),
+        (_GIGA, "giga-fren.release2.fixed.{lang}.gz"),
+    ),
+}
+_WMT14_ABOUT = {
+    "de": ("English-German", "about 4.5M training pairs", "about 1.6 GB of archives"),
+    "fr": (
+        "English-French",
+        "about 36M training pairs (the paper's count; the 10^9 French-English corpus and UN "
+        "are most of them)",
+        "several GB of archives",
+    ),
+}
+_LANGUAGE = {"en": "English", "de": "German", "fr": "French"}
 
 
 def _sacrebleu_split(split: str, test_set: str, pair: str, lines: Optional[int]) -> Split:
@@ -247,41 +332,134 @@ def _sacrebleu_split(split: str, test_set: str, pair: str, lines: Optional[int])
     return Split(split, (src,), (ref,), lines)
 
 
-def _wmt14() -> DatasetSpec:
-    """WMT14 en-de: Europarl v7 + Common Crawl + News Commentary v9; newstest2013 / 2014."""
+def _wmt14(src: str = "en", tgt: str = "de") -> DatasetSpec:
+    """WMT14 news task, English with German or French, either way round.
+
+    en-de: Europarl v7 + Common Crawl + News Commentary v9. en-fr: Europarl v7 + Common Crawl +
+    UN + News Commentary v9 + the 10^9 corpus. Valid newstest2013, test newstest2014, both with
+    sacreBLEU's members for the direction (so test.TGT is what `sacrebleu -l SRC-TGT` scores).
+    """
+    other = src if tgt == "en" else tgt
     sides = {
-        lang: (
-            Source(_EUROPARL, f"training/europarl-v7.de-en.{lang}"),
-            Source(_COMMONCRAWL, f"commoncrawl.de-en.{lang}"),
-            Source(_NEWSCOMM9, f"training/news-commentary-v9.de-en.{lang}"),
-        )
-        for lang in ("en", "de")
+        lang: tuple(Source(file, member.format(lang=lang)) for file, member in _WMT14_TRAIN[other])
+        for lang in (src, tgt)
     }
+    pair_name, train_size, size = _WMT14_ABOUT[other]
+    direction = f"{_LANGUAGE[src]}-{_LANGUAGE[tgt]}" if src != "en" else pair_name
     return DatasetSpec(
-        name="wmt14",
-        src="en",
-        tgt="de",
-        description="WMT14 English-German news task: about 4.5M training pairs; "
-        "valid newstest2013, test newstest2014 (all 3,003 lines: sacreBLEU's wmt14/full)",
+        name="wmt14" if (src, tgt) == ("en", "de") else f"wmt14-{src}-{tgt}",
+        family="wmt14",
+        src=src,
+        tgt=tgt,
+        description=f"WMT14 {direction} news task: {train_size}; valid newstest2013, test "
+        "newstest2014 (all 3,003 lines: sacreBLEU's wmt14/full)",
         licence="research use under the WMT14 terms of each corpus, "
         "see https://www.statmt.org/wmt14/translation-task.html",
         homepage="https://www.statmt.org/wmt14/translation-task.html",
-        approx_size="about 1.6 GB of archives",
+        approx_size=size,
         splits=(
-            Split("train", sides["en"], sides["de"]),
-            _sacrebleu_split("valid", "wmt13", "en-de", 3000),
-            _sacrebleu_split("test", "wmt14/full", "en-de", 3003),
+            Split("train", sides[src], sides[tgt]),
+            _sacrebleu_split("valid", "wmt13", f"{src}-{tgt}", 3000),
+            _sacrebleu_split("test", "wmt14/full", f"{src}-{tgt}", 3003),
+        ),
+    )
+
+
+EUROPARL_HOLDOUT = Holdout(every=1000)
+
+
+def _europarl(src: str = "en", tgt: str = "fr") -> DatasetSpec:
+    """Europarl v7 alone (the WMT14 archive's fr-en corpus), with a held-out valid and test set."""
+    sides = {lang: (Source(_EUROPARL, f"training/europarl-v7.fr-en.{lang}"),) for lang in ("en", "fr")}
+    return DatasetSpec(
+        name=f"europarl-{src}-{tgt}",
+        family="europarl",
+        src=src,
+        tgt=tgt,
+        description="Europarl v7 English-French (European Parliament proceedings, about 2M "
+        "pairs): pairs 500, 1500, 2500, ... are valid, pairs 1000, 2000, ... are test (about "
+        "2,000 each), the rest is train, less any pair equal to a valid or test pair",
+        licence="no copyright restrictions stated upstream (European Parliament proceedings), "
+        "see https://www.statmt.org/europarl/",
+        homepage="https://www.statmt.org/europarl/",
+        approx_size="about 0.6 GB, one archive",
+        splits=tuple(
+            Split(name, sides[src], sides[tgt], holdout=EUROPARL_HOLDOUT)
+            for name in ("train", "valid", "test")
         ),
     )
 
 
 @functools.cache
 def registry() -> dict[str, DatasetSpec]:
-    """Every known dataset by name (built on first use; sacreBLEU is imported only then)."""
-    specs = [_multi30k(), _wmt14()]
+    """Every known dataset by name (built on first use; sacreBLEU is imported only then).
+
+    The first dataset of a family is the one `nmt download FAMILY` gets without `--pair`."""
+    en_de = _multi30k()
+    specs = [
+        en_de, _swapped(en_de, "multi30k-de-en"),
+        _wmt14("en", "de"), _wmt14("de", "en"), _wmt14("en", "fr"), _wmt14("fr", "en"),
+        _europarl("en", "fr"), _europarl("fr", "en"),
+    ]
     for spec in specs:
         check_spec(spec)
     return {spec.name: spec for spec in specs}
+
+
+def families() -> dict[str, dict[str, DatasetSpec]]:
+    """Family -> language pair -> dataset, in registry order (the first pair is the default)."""
+    out: dict[str, dict[str, DatasetSpec]] = {}
+    for spec in registry().values():
+        out.setdefault(spec.group, {})[spec.pair] = spec
+    return out
+
+
+_PAIR_SYNTAX = re.compile(r"[a-z]{2,3}-[a-z]{2,3}")
+
+
+def _family_pair(family: str, pairs: dict[str, DatasetSpec], pair: Optional[str]) -> DatasetSpec:
+    """The dataset of `family` for `pair` (None: the family's first pair)."""
+    if pair is None:
+        return next(iter(pairs.values()))
+    wanted = pair.strip().lower()
+    if not _PAIR_SYNTAX.fullmatch(wanted):
+        raise InputError(
+            f"--pair {pair!r}: not a language pair; write SOURCE-TARGET, for {family} one of: "
+            f"{', '.join(pairs)}"
+        )
+    if wanted not in pairs:
+        raise InputError(f"--pair {pair}: {family} has no {wanted} data; choose one of: {', '.join(pairs)}")
+    return pairs[wanted]
+
+
+def resolve(name: Union[str, DatasetSpec], pair: Optional[str] = None) -> DatasetSpec:
+    """The dataset that NAME and `--pair` designate; InputError naming the choices otherwise.
+
+    NAME is a family (`wmt14`, with `pair` or its default pair), a full name (`wmt14-en-fr`;
+    `wmt14-en-de` is `wmt14`), or a DatasetSpec. A `pair` that contradicts a full name is an error.
+    """
+    if isinstance(name, DatasetSpec):
+        check_spec(name)
+        spec = name
+    else:
+        groups = families()
+        if name in groups:
+            return _family_pair(name, groups[name], pair)
+        full = {f"{s.group}-{s.pair}": s for s in registry().values()}
+        found = registry().get(name) or full.get(name)
+        if found is None:
+            raise InputError(
+                f"unknown dataset {name!r}; choose one of: {', '.join(sorted(groups))} "
+                f"(with --pair), or {', '.join(n for n in registry() if n not in groups)} "
+                "(see nmt download --list)"
+            )
+        spec = found
+    if pair is not None and pair.strip().lower() != spec.pair:
+        raise InputError(
+            f"--pair {pair}: dataset {spec.name} is {spec.pair}; drop --pair, or name the family: "
+            f"nmt download {spec.group} --pair {pair}"
+        )
+    return spec
 
 
 # --------------------------------------------------------------------------------------------
@@ -957,23 +1135,15 @@ def _write_side(
     task: str,
 ) -> tuple[int, str, int]:
     """Concatenate the sources' lines into `out`, reporting bytes; return (lines, sha256, bytes)."""
-    sha, lines, size = hashlib.sha256(), 0, 0
+    side = _Side(out)
     report = _Reporter(progress, task, None)
-    for source in sources:
-        try:
-            for text in read_lines(paths[source]):
-                data = (text + "\n").encode("utf-8")
-                out.write(data)
-                sha.update(data)
-                lines += 1
-                size += len(data)
-                if lines % 10_000 == 0:
-                    report(size)
-        except InputError as e:
-            raise DownloadError(f"{e} (from {source.describe()})") from None
-    report.total = size
-    report(size, force=True)
-    return lines, sha.hexdigest(), size
+    for text in _side_lines(sources, paths):
+        side.write(text)
+        if side.lines % 10_000 == 0:
+            report(side.size)
+    report.total = side.size
+    report(side.size, force=True)
+    return side.result()
 
 
 def _check_lines(
@@ -993,6 +1163,68 @@ def _check_lines(
         )
 
 
+def _side_lines(sources: tuple[Source, ...], paths: dict[Source, Path]) -> Iterator[str]:
+    """The lines of one side: its sources' lines, one after the other."""
+    for source in sources:
+        try:
+            yield from read_lines(paths[source])
+        except InputError as e:
+            raise DownloadError(f"{e} (from {source.describe()})") from None
+
+
+class _Side:
+    """One output file being written: its lines, bytes and sha256 so far."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out, self.sha, self.lines, self.size = out, hashlib.sha256(), 0, 0
+
+    def write(self, text: str) -> None:
+        data = (text + "\n").encode("utf-8")
+        self.out.write(data)
+        self.sha.update(data)
+        self.lines += 1
+        self.size += len(data)
+
+    def result(self) -> tuple[int, str, int]:
+        return self.lines, self.sha.hexdigest(), self.size
+
+
+def _write_held_out(
+    split: Split, names: tuple[str, str], paths: dict[Source, Path], files: tuple[IO[bytes], IO[bytes]],
+    progress: ProgressFn, cache: Path,
+) -> list[tuple[int, str, int]]:
+    """Write this split's part of the sources' pairs (see `Holdout`), both sides in step."""
+    holdout = split.holdout
+    assert holdout is not None
+
+    def numbered() -> Iterator[tuple[int, str, str]]:
+        missing = object()
+        pairs = itertools.zip_longest(_side_lines(split.src, paths), _side_lines(split.tgt, paths), fillvalue=missing)
+        for n, (src, tgt) in enumerate(pairs, 1):
+            if src is missing or tgt is missing:
+                shorter = names[0] if src is missing else names[1]
+                raise DownloadError(
+                    f"{split.name}: the sources of {shorter} end at line {n - 1}, the other side's go on; "
+                    f"the sources are not parallel, delete {cache} and re-run"
+                )
+            yield n, src, tgt  # type: ignore[misc]
+
+    held: set[tuple[str, str]] = set()  # train: the valid and test pairs (2 in `every`), a first pass
+    if split.name == "train":
+        held = {(src, tgt) for n, src, tgt in numbered() if holdout.part(n, src, tgt) != "train"}
+    sides = (_Side(files[0]), _Side(files[1]))
+    report = _Reporter(progress, f"write {names[0]}", None)
+    for n, src, tgt in numbered():
+        if holdout.part(n, src, tgt) == split.name and (src, tgt) not in held:
+            sides[0].write(src)
+            sides[1].write(tgt)
+        if n % 10_000 == 0:
+            report(sides[0].size)
+    report.total = sides[0].size
+    report(sides[0].size, force=True)
+    return [side.result() for side in sides]
+
+
 def _write_split(
     spec: DatasetSpec,
     split: Split,
@@ -1005,9 +1237,13 @@ def _write_split(
     sides = (split.src, split.tgt)
     records: dict[str, dict] = {}
     with atomic_write(out / names[0]) as fs, atomic_write(out / names[1]) as ft:
-        results = []
-        for name, sources, f in zip(names, sides, (fs, ft)):
-            results.append(_write_side(sources, paths, f, progress, f"write {name}"))
+        if split.holdout is not None:
+            results = _write_held_out(split, names, paths, (fs, ft), progress, out / CACHE)
+        else:
+            results = [
+                _write_side(sources, paths, f, progress, f"write {name}")
+                for name, sources, f in zip(names, sides, (fs, ft))
+            ]
         _check_lines(split, names, (results[0][0], results[1][0]), out / CACHE)
     for name, sources, (lines, sha, size) in zip(names, sides, results):
         origin = [s.describe() for s in sources]
@@ -1089,20 +1325,6 @@ def verify_outputs(out: Path) -> tuple[list[str], list[str]]:
     return good, problems
 
 
-def _resolve(name: Union[str, DatasetSpec]) -> DatasetSpec:
-    """A spec by name (InputError listing the choices when unknown), or the given spec."""
-    if isinstance(name, DatasetSpec):
-        check_spec(name)
-        return name
-    specs = registry()
-    if name not in specs:
-        raise InputError(
-            f"unknown dataset {name!r}; choose one of: {', '.join(sorted(specs))} "
-            "(see nmt download --list)"
-        )
-    return specs[name]
-
-
 def _prepare_out(out: Path, spec: DatasetSpec) -> Optional[dict]:
     """Create OUT; return its manifest, refusing a folder that holds another dataset."""
     if out.exists() and not out.is_dir():
@@ -1153,8 +1375,11 @@ def _manifest(
         split_info[split.name] = {
             "src": src, "tgt": tgt, "lines": lines, "expected_lines": split.lines
         }
+        if split.holdout is not None:
+            split_info[split.name]["held_out_every"] = split.holdout.every
     return {
         "dataset": spec.name,
+        "family": spec.group,
         "src": spec.src,
         "tgt": spec.tgt,
         "description": spec.description,
@@ -1172,6 +1397,7 @@ def download(
     name: Union[str, DatasetSpec],
     out: Path,
     mirror: Optional[str] = None,
+    pair: Optional[str] = None,
     extra_tests: bool = False,
     progress: ProgressFn = ignore,
     retries: int = 5,
@@ -1180,12 +1406,14 @@ def download(
 ) -> DownloadResult:
     """Download dataset `name` (a registry name, or a DatasetSpec) into `out`; see the module doc.
 
+    `pair` ("en-fr") picks the language pair of a family such as `wmt14` (see `resolve`).
+
     `mirror` replaces each file's base location: a base URL, or a local directory holding the
     files under their upstream names (copied from disk, no HTTP). Splits already complete
     (per MANIFEST.json) are left alone; with everything present nothing is fetched and the
     result has `up_to_date=True`.
     """
-    spec = _resolve(name)
+    spec = resolve(name, pair)
     out = Path(out)
     check_range("--timeout", timeout, 0.0, low_open=True)
     if mirror is not None and not is_url(mirror):

@@ -7,6 +7,7 @@ import gzip
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -187,3 +188,10 @@ def remove_stale_temporaries(folder: str | Path, patterns: tuple[str, ...] = (".
                     path.unlink()
                 removed.append(path)
     return removed
+
+
+def is_checkpoint_file(path: str | Path) -> bool:
+    """Whether `path` looks like a torch checkpoint (a zip archive) rather than a BPE model (text).
+
+    Here rather than in nmt.checkpoint so that asking does not import torch (about 230 MB)."""
+    return Path(path).is_file() and zipfile.is_zipfile(path)

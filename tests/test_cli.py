@@ -459,3 +459,35 @@ def test_bad_config_files(tiny_data, tmp_path, text, words):
     config.write_text(text)
     assert_user_error(nmt("train", "--data", tiny_data, "--out", tmp_path / "run", "--config", config), str(config),
                       *words)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["wmt14", "--pair", "en-ru"], ["--pair en-ru", "wmt14 has no en-ru", "en-de, de-en, en-fr, fr-en"]),
+    (["wmt14", "--pair", "english"], ["--pair 'english'", "SOURCE-TARGET"]),
+    (["europarl", "--pair", "en-de"], ["europarl has no en-de", "en-fr, fr-en"]),
+    (["wmt14-en-fr", "--pair", "fr-en"], ["wmt14-en-fr is en-fr", "nmt download wmt14 --pair fr-en"]),
+    (["wmt15"], ["unknown dataset 'wmt15'", "europarl, multi30k, wmt14"]),
+])
+def test_error_download_dataset_and_pair(tmp_path, args, words):
+    assert_user_error(nmt("download", *args, "--out", tmp_path / "out"), *words)
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_download_europarl_fr_en_from_a_mirror_and_list(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fake", Path(__file__).resolve().parents[1] / "tools" / "fake_enfr_archives.py")
+    fake = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake)
+    fake.write_archives(tmp_path / "mirror", {"europarl": 2500})
+    r = ok(nmt("download", "europarl", "--pair", "fr-en", "--out", tmp_path / "ep", "--mirror", tmp_path / "mirror"))
+    assert r.stdout == "" and "europarl-fr-en: downloaded 1 file(s)" in r.stderr
+    names = [f"{split}.{lang}" for split in ("train", "valid", "test") for lang in ("fr", "en")]
+    counts = {n: len((tmp_path / "ep" / n).read_text(encoding="utf-8").split("\n")[:-1]) for n in names}
+    # pairs 500, 1500, 2500 valid, 1000, 2000 test; train: the rest, less the copies of those five
+    assert {n: c for n, c in counts.items() if not n.startswith("train")} == {"valid.fr": 3, "valid.en": 3, "test.fr": 2,
+                                                                              "test.en": 2}
+    assert 2400 < counts["train.fr"] == counts["train.en"] <= 2495
+    listing = ok(nmt("download", "--list")).stdout
+    for name in ("wmt14-en-fr", "wmt14-fr-en", "europarl-en-fr", "europarl-fr-en"):
+        assert name in listing

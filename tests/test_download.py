@@ -653,22 +653,31 @@ def test_list_datasets():
     w = infos["wmt14"]
     assert w.download_bytes is None and w.size.startswith("about")
     assert any(s.endswith("training-parallel-commoncrawl.tgz") for s in w.sources)
+    assert {n: i.langs for n, i in infos.items() if n.startswith(("wmt14-", "europarl"))} == {
+        "wmt14-de-en": "de-en", "wmt14-en-fr": "en-fr", "wmt14-fr-en": "fr-en",
+        "europarl-en-fr": "en-fr", "europarl-fr-en": "fr-en",
+    }
+    assert any(s.endswith("training-giga-fren.tar") for s in infos["wmt14-en-fr"].sources)
+    assert infos["europarl-en-fr"].sources == ("https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz",)
     row = dl.describe(m)
     assert len(row) == 5 and all(isinstance(x, str) for x in row)
     assert row[:3] == ("multi30k", "en-de", "1.3 MB") and "train 29,000" in row[4]
 
 
-def test_wmt14_valid_and_test_come_from_sacrebleu_registry():
+@pytest.mark.parametrize("name, pair", [("wmt14", "en-de"), ("wmt14-de-en", "de-en"), ("wmt14-en-fr", "en-fr"),
+                                        ("wmt14-fr-en", "fr-en")])
+def test_wmt14_valid_and_test_come_from_sacrebleu_registry(name, pair):
     from sacrebleu.dataset import DATASETS
 
-    spec = dl.registry()["wmt14"]
+    spec = dl.registry()[name]
+    assert spec.pair == pair
     splits = {s.name: s for s in spec.splits}
     # newstest2014 as papers report it: all 3,003 lines (sacreBLEU's plain "wmt14" is a 2,737-line subset)
     for split, test_set in (("valid", "wmt13"), ("test", "wmt14/full")):
         src, ref = splits[split].src[0], splits[split].tgt[0]
         ds = DATASETS[test_set]
         assert src.file.url == ds.data[0] and src.file.md5 == ds.md5[0]
-        assert [src.member, ref.member] == ds.langpairs["en-de"][:2]
+        assert [src.member, ref.member] == ds.langpairs[pair][:2]
         assert src.fmt == ref.fmt == "sgm"
     # training archives: no checksum is invented
     assert all(s.file.sha256 is None and s.file.md5 is None for s in splits["train"].src)
@@ -777,3 +786,196 @@ def test_rerun_rewrites_a_file_changed_in_place_and_verify_reports_it(server, tm
 def test_verify_without_a_manifest(tmp_path):
     with pytest.raises(DownloadError, match="MANIFEST.json: missing"):
         dl.verify_outputs(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------
+# English-French: WMT14 en-fr / fr-en and Europarl, on fabricated archives laid out like upstream
+# ------------------------------------------------------------------------------------------
+
+
+def _load_fake_archives():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "fake_enfr_archives.py"
+    spec = importlib.util.spec_from_file_location("fake_enfr_archives", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FAKE = _load_fake_archives()
+ENFR_SIZES = {"europarl": 3000, "commoncrawl": 40, "un": 30, "nc": 20, "giga": 50}
+ENFR_ARCHIVES = [
+    "training-parallel-europarl-v7.tgz", "training-parallel-commoncrawl.tgz", "training-parallel-un.tgz",
+    "training-parallel-nc-v9.tgz", "training-giga-fren.tar", "test.tgz", "test-full.tgz",
+]
+
+
+@pytest.fixture(scope="module")
+def enfr_mirror(tmp_path_factory) -> Path:
+    """The seven WMT14 en-fr archives, fabricated (Europarl: 3,000 pairs, pairs 1500 and 3000 with
+    an empty French side)."""
+    folder = tmp_path_factory.mktemp("enfr-mirror")
+    FAKE.write_archives(folder, ENFR_SIZES, blank_every=1500)
+    return folder
+
+
+def without_checksums(spec: DatasetSpec) -> DatasetSpec:
+    """The registry's spec with no checksum: the fabricated test sets cannot match sacreBLEU's md5."""
+    import dataclasses
+
+    def bare(s: Source) -> Source:
+        return dataclasses.replace(s, file=RemoteFile(s.file.url))
+
+    splits = tuple(
+        dataclasses.replace(sp, src=tuple(map(bare, sp.src)), tgt=tuple(map(bare, sp.tgt))) for sp in spec.splits
+    )
+    return dataclasses.replace(spec, splits=splits)
+
+
+def fake_lines(corpus: str, lang: str, n: int, seed: int, blank_every: int = 0) -> list[str]:
+    en, fr = FAKE.sentence_pairs(n, seed, blank_every)
+    lines = en if lang == "en" else fr
+    return [f"{corpus} {line}" if line else "" for line in lines]
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def test_registry_names_match_the_upstream_archives():
+    """URLs and member names of WMT14 en-fr, as in fairseq's prepare-wmt14en2fr.sh and tensor2tensor."""
+    spec = dl.registry()["wmt14-en-fr"]
+    train = {s.name: s for s in spec.splits}["train"]
+    assert [s.describe() for s in train.tgt] == [
+        "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz#training/europarl-v7.fr-en.fr",
+        "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz#commoncrawl.fr-en.fr",
+        "https://www.statmt.org/wmt13/training-parallel-un.tgz#un/undoc.2000.fr-en.fr",
+        "https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz#training/news-commentary-v9.fr-en.fr",
+        "https://www.statmt.org/wmt10/training-giga-fren.tar#giga-fren.release2.fixed.fr.gz",
+    ]
+    assert [f.name for f in spec.files(spec.splits)] == ENFR_ARCHIVES
+    assert all(s.file.sha256 is None and s.file.md5 is None for s in train.src + train.tgt)  # none invented
+
+
+def test_wmt14_en_fr_over_http_with_a_dropped_connection(server, enfr_mirror, tmp_path):
+    files = {name: (enfr_mirror / name).read_bytes() for name in ENFR_ARCHIVES}
+    mirror = serve(server, files, prefix="/mirror/")
+    server.plan["/mirror/training-giga-fren.tar"] = ["drop"]  # resumed with Range, as for en-de
+    spec = without_checksums(dl.resolve("wmt14", "en-fr"))
+    out = tmp_path / "wmt14-en-fr"
+    result = download(spec, out, mirror=mirror, **FAST)
+    assert sorted(result.fetched) == sorted(ENFR_ARCHIVES)
+    assert server.ranges("/mirror/training-giga-fren.tar")[1] == f"bytes={len(files['training-giga-fren.tar']) // 2}-"
+    # train: the five corpora concatenated in order; the giga members are gzip files inside a plain tar
+    for lang in ("en", "fr"):
+        expected = []
+        for seed, (corpus, n) in enumerate(ENFR_SIZES.items(), 1):
+            tag = {"europarl": "ep", "commoncrawl": "cc", "giga": "giga"}.get(corpus, corpus)
+            expected += fake_lines(tag, lang, n, seed, 1500 if corpus == "europarl" else 0)
+        assert lines_of(out / f"train.{lang}") == expected
+    dev_en, dev_fr = FAKE.sentence_pairs(3000, 7)
+    test_en, test_fr = FAKE.sentence_pairs(3003, 6)
+    assert lines_of(out / "valid.en") == dev_en and lines_of(out / "valid.fr") == dev_fr
+    assert lines_of(out / "test.en") == test_en and lines_of(out / "test.fr") == test_fr
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    assert (manifest["dataset"], manifest["family"], manifest["src"], manifest["tgt"]) == ("wmt14-en-fr", "wmt14", "en", "fr")
+    assert manifest["files"]["test.fr"]["from"] == [
+        "https://statmt.org/wmt14/test-full.tgz#test-full/newstest2014-fren-ref.fr.sgm"
+    ]
+    before = server.count()
+    assert download(spec, out, mirror=mirror, **FAST).up_to_date and server.count() == before
+
+
+def test_wmt14_fr_en_takes_sacrebleus_members_for_that_direction(enfr_mirror, tmp_path):
+    spec = dl.resolve("wmt14", "fr-en")
+    assert (spec.name, spec.src, spec.tgt) == ("wmt14-fr-en", "fr", "en")
+    test = {s.name: s for s in spec.splits}["test"]
+    assert (test.src[0].member, test.tgt[0].member) == (
+        "test-full/newstest2014-fren-src.fr.sgm", "test-full/newstest2014-fren-ref.en.sgm")
+    download(without_checksums(spec), tmp_path, mirror=str(enfr_mirror), **FAST)
+    test_en, test_fr = FAKE.sentence_pairs(3003, 6)
+    assert lines_of(tmp_path / "test.fr") == test_fr and lines_of(tmp_path / "test.en") == test_en
+    assert len(lines_of(tmp_path / "train.fr")) == sum(ENFR_SIZES.values())
+    assert json.loads((tmp_path / "MANIFEST.json").read_text())["splits"]["test"]["src"] == "test.fr"
+
+
+def test_europarl_held_out_split(enfr_mirror, tmp_path):
+    only = tmp_path / "mirror"  # Europarl needs its archive alone
+    only.mkdir()
+    (only / ENFR_ARCHIVES[0]).write_bytes((enfr_mirror / ENFR_ARCHIVES[0]).read_bytes())
+    out = tmp_path / "out"
+    result = download("europarl", out, mirror=str(only), pair="en-fr", **FAST)
+    assert result.fetched == [ENFR_ARCHIVES[0]] and result.unverified == [ENFR_ARCHIVES[0]]
+    en, fr = fake_lines("ep", "en", 3000, 1, 1500), fake_lines("ep", "fr", 3000, 1, 1500)
+    # pairs 500 and 2500 are valid, 1000 and 2000 test; 1500 and 3000 have an empty side: train keeps them
+    assert lines_of(out / "valid.en") == [en[499], en[2499]] and lines_of(out / "valid.fr") == [fr[499], fr[2499]]
+    assert lines_of(out / "test.en") == [en[999], en[1999]] and lines_of(out / "test.fr") == [fr[999], fr[1999]]
+    held = {499, 999, 1999, 2499}
+    pairs = {(en[i], fr[i]) for i in held}  # and train has none of them, wherever they repeat
+    train = [(e, f) for i, (e, f) in enumerate(zip(en, fr)) if i not in held and (e, f) not in pairs]
+    assert len(train) < 2996 and not pairs & set(train)
+    assert lines_of(out / "train.en") == [e for e, _ in train] and lines_of(out / "train.fr") == [f for _, f in train]
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    assert manifest["dataset"] == "europarl-en-fr" and manifest["splits"]["test"]["held_out_every"] == 1000
+    assert download("europarl-en-fr", out, mirror=str(only), **FAST).up_to_date
+    (out / "test.fr").unlink()  # rebuilt from the cache, the same
+    download("europarl", out, mirror=str(only), **FAST)
+    assert lines_of(out / "test.fr") == [fr[999], fr[1999]]
+
+
+def test_held_out_split_of_unequal_sides_is_an_error(tmp_path):
+    mirror = tmp_path / "m"
+    mirror.mkdir()
+    (mirror / "c.tgz").write_bytes(tgz({"c.en": text(["a", "b", "c"]), "c.fr": text(["a", "b"])}))
+    f = RemoteFile("http://127.0.0.1:9/c.tgz")
+    src, tgt = (Source(f, "c.en"),), (Source(f, "c.fr"),)
+    splits = tuple(Split(n, src, tgt, holdout=dl.Holdout(2)) for n in ("train", "valid", "test"))
+    spec = DatasetSpec("c", "en", "fr", "t", "t", splits=splits)
+    with pytest.raises(DownloadError, match=r"train: the sources of train.fr end at line 2.*not parallel"):
+        download(spec, tmp_path / "out", mirror=str(mirror), retries=0, **FAST)
+    assert not (tmp_path / "out" / "train.en").exists()
+
+
+@pytest.mark.parametrize("n, src, tgt, part", [
+    (1, "a", "b", "train"), (500, "a", "b", "valid"), (1000, "a", "b", "test"), (1500, "a", "b", "valid"),
+    (2000, "a", "b", "test"), (999, "a", "b", "train"), (1000, "a", "", "train"), (500, " ", "b", "train"),
+])
+def test_holdout_part(n, src, tgt, part):
+    assert dl.Holdout(1000).part(n, src, tgt) == part
+
+
+@pytest.mark.parametrize("name, pair, expected", [
+    ("wmt14", None, "wmt14"), ("wmt14", "en-de", "wmt14"), ("wmt14", "en-fr", "wmt14-en-fr"),
+    ("wmt14", "FR-EN", "wmt14-fr-en"), ("wmt14", "de-en", "wmt14-de-en"), ("wmt14-en-fr", None, "wmt14-en-fr"),
+    ("wmt14-en-de", None, "wmt14"), ("wmt14-fr-en", "fr-en", "wmt14-fr-en"), ("europarl", None, "europarl-en-fr"),
+    ("europarl", "fr-en", "europarl-fr-en"), ("multi30k", None, "multi30k"), ("multi30k", "de-en", "multi30k-de-en"),
+])
+def test_resolve_name_and_pair(name, pair, expected):
+    assert dl.resolve(name, pair).name == expected
+
+
+@pytest.mark.parametrize("name, pair, words", [
+    ("wmt14", "enfr", ["--pair 'enfr'", "SOURCE-TARGET", "en-de, de-en, en-fr, fr-en"]),
+    ("wmt14", "en-ru", ["--pair en-ru", "wmt14 has no en-ru", "en-de, de-en, en-fr, fr-en"]),
+    ("europarl", "en-de", ["--pair en-de", "europarl has no en-de", "choose one of: en-fr, fr-en"]),
+    ("wmt14-en-fr", "fr-en", ["--pair fr-en", "wmt14-en-fr is en-fr", "nmt download wmt14 --pair fr-en"]),
+    ("wmt15", None, ["unknown dataset 'wmt15'", "europarl, multi30k, wmt14", "wmt14-en-fr"]),
+])
+def test_resolve_errors_name_the_option_and_the_choices(name, pair, words):
+    with pytest.raises(InputError) as e:
+        dl.resolve(name, pair)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_every_side_of_every_dataset_reads_files_of_its_language():
+    def in_language(source: Source, lang: str) -> bool:  # "x.fr-en.fr", "x.fr.gz", "x-src.fr.sgm"
+        name = source.member or source.file.name
+        return name.endswith(f".{lang}") or f".{lang}." in name
+
+    for spec in dl.registry().values():
+        dl.check_spec(spec)
+        for split in spec.splits:
+            assert all(in_language(s, spec.src) for s in split.src), (spec.name, split.name)
+            assert all(in_language(s, spec.tgt) for s in split.tgt), (spec.name, split.name)
