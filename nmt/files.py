@@ -125,6 +125,13 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     path = Path(path)
     if path.is_dir():  # else the final rename fails with the temporary file's name in the message
         raise OutputError(f"{path}: is a folder; give a file name (e.g. {path / 'NAME'})")
+    if path.exists() and not path.is_file():
+        # A device or a FIFO (/dev/null, /dev/stdout, a named pipe): written in place, since renaming a
+        # file over it would replace the device itself (as root, /dev/full would become a plain file).
+        yield from _write_in_place(path, mode)
+        return
+    if path.is_symlink():  # replace the file the link names, not the link (/dev/stdout under `> FILE`)
+        path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -143,6 +150,15 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
         if isinstance(e, OSError):
             raise OutputError(os_error_message(e, path, "cannot write")) from e
         raise
+
+
+def _write_in_place(path: Path, mode: str) -> Iterator[IO]:
+    """atomic_write's body for a path that is not a regular file; an OSError becomes an OutputError."""
+    try:
+        with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+    except OSError as e:
+        raise OutputError(os_error_message(e, path, "cannot write")) from e
 
 
 @contextlib.contextmanager
