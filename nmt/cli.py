@@ -165,6 +165,17 @@ def write_stdout(text: str) -> None:
         raise OutputError(os_error_message(e, "stdout", "cannot write the results")) from None
 
 
+def inference_precision(precision: str, int8: bool) -> str:
+    """--precision, with --int8 as its shorthand (translate, serve); ConfigError when the two disagree."""
+    from nmt.errors import ConfigError
+
+    if not int8:
+        return precision
+    if precision not in ("fp32", "int8"):
+        raise ConfigError(f"--int8 contradicts --precision {precision}; give one of them")
+    return "int8"
+
+
 def make_translator(model: list[Path], beam: int, lenpen: float, lenpen_type: str, max_len_a: float, max_len_b: int,
                     max_tokens: int, batch_size: int, gpus: int, nbest: int = 1, precision: str = "fp32",
                     progress=None, **sampling):
@@ -393,10 +404,7 @@ def translate(
 
     if output:
         check_output_file(output, "--output")
-    if int8:
-        if precision not in ("fp32", "int8"):
-            raise ConfigError(f"--int8 contradicts --precision {precision}; give one of them")
-        precision = "int8"
+    precision = inference_precision(precision, int8)
     set_threads(threads)
     log = plain_logger()
     if attention:
@@ -643,7 +651,6 @@ def serve(
     concurrent requests are batched together. Needs the web stack: pip install "nmt[serve]"."""
     from nmt.config import check_range
     from nmt.console import plain_logger
-    from nmt.errors import ConfigError
     from nmt.progress import Progress
     from nmt.serve import ServeConfig, listen, model_info, require_web_stack, serve as run_server
 
@@ -652,10 +659,7 @@ def serve(
     cfg = ServeConfig(max_batch_sentences=max_batch_sentences, max_batch_tokens=max_batch_tokens,
                       max_wait_ms=max_wait_ms, quiet_ms=quiet_ms, max_queue=max_queue, max_lines=max_lines, max_chars=max_chars,
                       timeout=timeout).validate()
-    if int8:
-        if precision not in ("fp32", "int8"):
-            raise ConfigError(f"--int8 contradicts --precision {precision}; give one of them")
-        precision = "int8"
+    precision = inference_precision(precision, int8)
     set_threads(threads)
     sock = listen(host, port)
     log = plain_logger()

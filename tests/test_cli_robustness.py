@@ -68,6 +68,8 @@ def bad_usage(tmp: Path, ckpt: Path, data: Path, bpe: Path) -> dict[str, tuple[l
                              "--out", tmp / "store", "--max-ratio", "nan"], "--max-ratio"),
         "--max-time -1": (["train", "--data", data, "--out", tmp / "run", "--max-time", "-1", *TINY], "--max-time"),
         "--lr-factor nan": (["train", "--data", data, "--out", tmp / "run", "--lr-factor", "nan", *TINY], "--lr-factor"),
+        "translate --int8 --precision bf16": (translate + ["--int8", "--precision", "bf16"], "--int8 contradicts"),
+        "translate -o is a folder": (translate + ["-o", tmp], "--output"),
         "--paired-bs-n 0": (["eval", "--ref", tmp / "text.en", "--hyp", tmp / "text.en", "--paired-bs",
                              "--paired-bs-n", "0"], "--paired-bs-n"),
     }
