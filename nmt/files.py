@@ -138,7 +138,7 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     except OSError as e:
         raise OutputError(os_error_message(e, path, "cannot write")) from e
     try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+        with os.fdopen(fd, mode, **_text_options(mode)) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -152,10 +152,15 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
         raise
 
 
+def _text_options(mode: str) -> dict:
+    """open()'s keyword arguments for `mode`: text is UTF-8 whatever the locale."""
+    return {} if "b" in mode else {"encoding": "utf-8"}
+
+
 def _write_in_place(path: Path, mode: str) -> Iterator[IO]:
     """atomic_write's body for a path that is not a regular file; an OSError becomes an OutputError."""
     try:
-        with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+        with open(path, mode, **_text_options(mode)) as f:
             yield f
     except OSError as e:
         raise OutputError(os_error_message(e, path, "cannot write")) from e
