@@ -181,14 +181,18 @@ def make_translator(model: list[Path], beam: int, lenpen: float, lenpen_type: st
                     progress=None, **sampling):
     """The translator of `translate` and `eval`, from their shared options (`sampling`: SearchConfig's
     sampling fields)."""
-    from nmt.console import plain_logger
-    from nmt.device import select_device
+    from nmt.console import err, plain_logger
+    from nmt.device import precision_warning, select_device
     from nmt.search import SearchConfig
     from nmt.translate import Translator
 
     cfg = SearchConfig(beam=beam, lenpen=lenpen, lenpen_type=lenpen_type, max_len_a=max_len_a,
                        max_len_b=max_len_b, nbest=nbest, **sampling)
-    return Translator(model, cfg, device=str(select_device(gpus)), max_tokens=max_tokens, max_sentences=batch_size,
+    device = select_device(gpus)
+    warning = precision_warning(precision, device)
+    if warning:
+        err.print(warning, markup=False)
+    return Translator(model, cfg, device=str(device), max_tokens=max_tokens, max_sentences=batch_size,
                       progress=progress or plain_logger(), precision=precision)
 
 
@@ -267,8 +271,8 @@ def train(
     nproc: Annotated[int, typer.Option("--nproc", help="CPU worker processes (gloo), for CPU training and tests.")] = 1,
     threads: Annotated[int, typer.Option("--threads", help="CPU threads per process (0: torch's default; "
                                          "with --nproc N: cores / N).")] = 0,
-    precision: Annotated[Optional[str], typer.Option("--precision", help="auto (bf16, or fp16 with loss scaling, "
-                                                     "on CUDA; fp32 on CPU), fp32, bf16 or fp16.")] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="auto (CUDA: bf16, or fp16 with loss scaling; "
+                                                     "CPU: bf16 where native and d_model >= 512, else fp32), fp32, bf16 or fp16.")] = None,
     d_model: Annotated[Optional[int], typer.Option("--d-model")] = None,
     heads: Annotated[Optional[int], typer.Option("--heads")] = None,
     layers: Annotated[Optional[int], typer.Option("--layers", help="Encoder and decoder layers.")] = None,
@@ -381,7 +385,7 @@ def translate(
     batch_size: BatchSize = 128,
     gpus: Gpus = 0,
     threads: Threads = 0,
-    precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 or bf16 (GPU); int8 (CPU, same as --int8).")] = "fp32",
+    precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 (GPU); bf16 (GPU, or a CPU with native bf16); int8 (CPU, same as --int8).")] = "fp32",
     int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation of the linear layers (faster, ~same BLEU).")] = False,
     attention: Annotated[Optional[Path], typer.Option("--attention", help="Also write cross-attention heatmaps "
                          "(PNG, one per line and layer, a panel per head) to this folder; needs matplotlib.")] = None,
@@ -634,7 +638,7 @@ def serve(
     max_len_b: MaxLenB = 10,
     gpus: Gpus = 0,
     threads: Threads = 0,
-    precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 or bf16 (GPU); int8 (CPU).")] = "fp32",
+    precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 (GPU); bf16 (GPU, or a CPU with native bf16); int8 (CPU).")] = "fp32",
     int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation (same as --precision int8).")] = False,
     max_batch_tokens: Annotated[int, typer.Option("--max-batch-tokens", help="Source tokens per model batch.")] = 4096,
     max_batch_sentences: Annotated[int, typer.Option("--max-batch-sentences", help="Lines merged into one batch.")] = 128,

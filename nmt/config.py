@@ -95,7 +95,7 @@ class TrainConfig:
     valid_interval: int = 1000  # updates between validations
     log_interval: int = 10  # updates between progress reports
     seed: int = 1
-    precision: str = "auto"  # auto: bf16 (or fp16) autocast on CUDA, fp32 on CPU; or fp32, bf16, fp16
+    precision: str = "auto"  # auto: bf16 (or fp16) on CUDA; on the CPU bf16 where native and wide enough, else fp32
     max_bad_updates: int = 5  # consecutive updates with a non-finite loss that stop training
     valid_bleu_sentences: int = 500  # validation sentences translated for BLEU; 0: loss only
     valid_beam: int = 1  # beam of the validation translations; 1: greedy

@@ -33,6 +33,36 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     return table
 
 
+class _Dropout(torch.autograd.Function):
+    """Inverted dropout with the keep mask drawn by `torch.rand` (as torch's CUDA kernels do): on the CPU
+    that is about twice as fast as `F.dropout`, whose per-element Bernoulli draws cost more than
+    the rest of a small model's elementwise work. The same generator, so a resumed run redraws
+    the same masks."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, p: float) -> Tensor:
+        keep = torch.rand_like(x) >= p  # P(keep) = 1 - p: rand is uniform on [0, 1)
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x.mul(keep).mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+        (keep,) = ctx.saved_tensors
+        return grad.mul(keep).mul_(ctx.scale), None
+
+
+class Dropout(nn.Dropout):
+    """`nn.Dropout` (same module, same state dict) with `_Dropout`'s faster mask on the CPU."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        if x.device.type != "cpu":  # CUDA's own fused kernel is already fast
+            return F.dropout(x, self.p, True)
+        return _Dropout.apply(x, self.p)
+
+
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention over H heads, via torch's fused `scaled_dot_product_attention`."""
 
@@ -85,7 +115,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(activation_dropout)
+        self.dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(F.relu(self.fc1(x))))
@@ -97,7 +127,7 @@ class Sublayer(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
     def forward(self, x: Tensor, fn) -> Tensor:
@@ -197,7 +227,7 @@ class Transformer(nn.Module):
         else:
             self.pos_embed = None
             self.register_buffer("pos_table", sinusoidal_table(cfg.max_positions, cfg.d_model), persistent=False)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         # Pre-LN stacks end un-normalised, so each gets a final LayerNorm; post-LN layers already end in one.
@@ -276,10 +306,13 @@ class Transformer(nn.Module):
             weights.append(w)
         return x, weights if need_weights else []
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V)"""
+    def forward(self, src: Tensor, tgt_in: Tensor, project: bool = True) -> Tensor:
+        """src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V); with `project=False` the final
+        decoder states (B, T, D) that the output projection (`embed.weight`) takes, for a loss that
+        fuses the projection (nmt.loss.projected_loss)."""
         memory, src_mask = self.encode(src)
-        return self.output_logits(self.decode(tgt_in, self.memory_kv(memory), src_mask)[0])
+        x = self.decode(tgt_in, self.memory_kv(memory), src_mask)[0]
+        return self.output_logits(x) if project else self.decoder_norm(x)
 
     # -- incremental decoding -----------------------------------------------------------------
 

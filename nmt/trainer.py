@@ -30,12 +30,12 @@ from nmt.batching import collate, group_updates, make_batches, shard
 from nmt.bpe import Tokenizer
 from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
 from nmt.dataset import ParallelDataset, data_identity, read_bpe_model
-from nmt.device import autocast, make_scaler, training_precision
+from nmt.device import autocast, make_scaler, precision_warning, training_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
 from nmt.evaluate import bleu
 from nmt.files import atomic_write
-from nmt.loss import label_smoothed_loss
+from nmt.loss import Workspace, label_smoothed_loss, projected_loss
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import SearchConfig, search
@@ -193,7 +193,7 @@ class Trainer:
         self.valid_index = self.fitting_valid_pairs()
         self.identity = data_identity(data_dir)
         self.bpe_model = read_bpe_model(data_dir)
-        self.precision = training_precision(train_cfg.precision, device)
+        self.precision = training_precision(train_cfg.precision, device, model_cfg.d_model)
         torch.manual_seed(train_cfg.seed)
         self.module = Transformer(model_cfg).to(device)
         self.model: torch.nn.Module = self.module  # becomes the DistributedDataParallel wrapper in run()
@@ -201,6 +201,7 @@ class Trainer:
             torch.manual_seed(rank_seed(train_cfg.seed, self.comm.rank))
         self.optimizer = torch.optim.Adam(self.module.parameters(), lr=0.0, betas=train_cfg.adam_betas, eps=train_cfg.adam_eps)
         self.scaler = make_scaler(self.precision == "fp16", device.type)
+        self.workspace = Workspace()  # the (N, V) logits of the fused loss, reused batch after batch
         self.state = TrainState()
         self.bad_updates = 0  # consecutive skipped updates (for --max-bad-updates)
         self.saved_at = -1
@@ -356,11 +357,21 @@ class Trainer:
             batch = collate(self.train_data, indices).to(self.device)
             with self.sync_gradients(k == len(share) - 1):
                 with self.autocast():
-                    logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
-                loss, nll = label_smoothed_loss(logits.flatten(0, 1), batch.tgt_out.flatten(), self.cfg.label_smoothing)
+                    hidden = self.model(batch.src, batch.tgt_in, project=False)  # (B, T, D)
+                loss, nll = self.loss(hidden.flatten(0, 1), batch.tgt_out.flatten())
                 self.scaler.scale(loss).backward()  # summed: gradients are normalised by the update's token count later
             loss_sum, nll_sum, tokens = loss_sum + loss.detach(), nll_sum + nll.detach(), tokens + batch.tgt_tokens
         return loss_sum, nll_sum, tokens
+
+    def loss(self, hidden: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        """Summed label-smoothed loss and NLL of decoder states (N, D) against targets (N,), through the
+        tied output projection: fused with it in fp32, under autocast otherwise."""
+        weight, eps = self.module.embed.weight, self.cfg.label_smoothing
+        if self.precision == "fp32":
+            return projected_loss(hidden, weight, target, eps, self.workspace)
+        with self.autocast():
+            logits = torch.nn.functional.linear(hidden, weight)  # (N, V)
+        return label_smoothed_loss(logits, target, eps)
 
     def normalise_gradients(self, all_tokens: int) -> float:
         """Gradients of the mean loss per target token over all ranks, clipped; returns the norm before clipping."""
@@ -485,6 +496,9 @@ class Trainer:
         self.progress(Progress("train", message=f"model: {count_parameters(self.module):,} parameters; "
                                f"{len(self.train_data):,} training pairs; device {self.device}, {backend}; "
                                f"precision {self.precision}"))
+        warning = precision_warning(self.precision, self.device)
+        if warning:
+            self.progress(Progress("train", message=warning))
 
     def run(self) -> TrainResult:
         self.start = time.monotonic()

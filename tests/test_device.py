@@ -3,12 +3,14 @@
 import pytest
 import torch
 
-from nmt.device import inference_precision, training_precision
+from nmt import device
+from nmt.device import inference_precision, precision_warning, training_precision
 from nmt.errors import ConfigError
 
 
 def test_precision_choice(monkeypatch):
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.setattr(device, "native_cpu_bf16", lambda: False)
     assert training_precision("auto", cpu) == "fp32"
     assert training_precision("bf16", cpu) == "bf16"
     with pytest.raises(ConfigError, match="--precision fp16 needs a CUDA GPU"):
@@ -24,13 +26,41 @@ def test_precision_choice(monkeypatch):
         training_precision("bf16", gpu)
 
 
-@pytest.mark.parametrize("requested, expected", [("fp32", "fp32"), ("auto", "fp32"), ("int8", "int8")])
+@pytest.mark.parametrize("native, d_model, expected", [
+    (False, 128, "fp32"), (False, 1024, "fp32"),  # emulated bf16: never chosen
+    (True, 128, "fp32"), (True, 511, "fp32"),  # native, but too narrow to pay for the casts
+    (True, 512, "bf16"), (True, 1024, "bf16"),
+])
+def test_auto_picks_bf16_on_the_cpu_only_where_native_and_wide(monkeypatch, native, d_model, expected):
+    monkeypatch.setattr(device, "native_cpu_bf16", lambda: native)
+    assert training_precision("auto", torch.device("cpu"), d_model) == expected
+    assert training_precision("fp32", torch.device("cpu"), d_model) == "fp32"  # explicit choices stand
+    assert training_precision("bf16", torch.device("cpu"), d_model) == "bf16"
+
+
+def test_native_cpu_bf16_asks_torch(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert device.native_cpu_bf16()
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    assert not device.native_cpu_bf16()
+
+
+@pytest.mark.parametrize("native, precision, warns", [
+    (False, "bf16", True), (True, "bf16", False), (False, "fp32", False), (False, "int8", False),
+])
+def test_emulated_bf16_on_the_cpu_is_warned_about(monkeypatch, native, precision, warns):
+    monkeypatch.setattr(device, "native_cpu_bf16", lambda: native)
+    assert bool(precision_warning(precision, torch.device("cpu"))) == warns
+
+
+@pytest.mark.parametrize("requested, expected", [("fp32", "fp32"), ("auto", "fp32"), ("int8", "int8"), ("bf16", "bf16")])
 def test_inference_precision_on_the_cpu(requested, expected):
     assert inference_precision(requested, torch.device("cpu")) == expected
 
 
 @pytest.mark.parametrize("requested, message", [
-    ("fp16", "needs a GPU"), ("bf16", "needs a GPU"), ("fp8", "--precision 'fp8': use one of auto, fp32, bf16, fp16, int8"),
+    ("fp16", "needs a GPU"), ("fp8", "--precision 'fp8': use one of auto, fp32, bf16, fp16, int8"),
 ])
 def test_inference_precision_errors_on_the_cpu(requested, message):
     with pytest.raises(ConfigError, match=message):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.loss import label_smoothed_loss
+from nmt.loss import Workspace, label_smoothed_loss, projected_loss
 from nmt.vocab import PAD
 
 
@@ -53,3 +53,54 @@ def test_label_smoothing_gradient_matches_autograd(eps, weights):
     (weights[0] * ref_loss + weights[1] * ref_nll).backward()
     assert torch.allclose(fused.grad, ref.grad, atol=1e-12)
     assert fused.grad[[2, 5]].abs().max() == 0
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_projected_loss_equals_projection_then_loss(eps):
+    """Fused projection + loss: the same loss, NLL and gradients (hidden and weight) as F.linear followed
+    by label_smoothed_loss (which computes in float32, hence the tolerance)."""
+    torch.manual_seed(2)
+    hidden, weight = torch.randn(11, 5, dtype=torch.float64), torch.randn(8, 5, dtype=torch.float64)
+    target = torch.randint(1, 8, (11,))
+    target[[0, 6]] = PAD
+    ref_h, ref_w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    ref_loss, ref_nll = label_smoothed_loss(F.linear(ref_h, ref_w), target, eps)
+    (ref_loss + 0.5 * ref_nll).backward()
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    loss, nll = _fused(h, w, target, eps, Workspace())
+    (loss + 0.5 * nll).backward()
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-6)
+    assert torch.allclose(h.grad, ref_h.grad, atol=1e-5) and torch.allclose(w.grad, ref_w.grad, atol=1e-5)
+
+
+def _fused(h, w, target, eps, workspace):
+    """projected_loss in float64 (the public function insists on float32, the training precision)."""
+    from nmt.loss import _ProjectedLoss
+
+    return _ProjectedLoss.apply(h, w, target, eps, workspace)
+
+
+def test_projected_loss_reuses_its_workspace_and_never_shares_it():
+    torch.manual_seed(3)
+    workspace = Workspace()
+    w = torch.randn(6, 4, requires_grad=True)
+    target = torch.tensor([1, 2, 3])
+    loss, _ = projected_loss(torch.randn(3, 4, requires_grad=True), w, target, 0.1, workspace)
+    first = workspace.buffer.data_ptr()
+    assert workspace.busy  # held until the backward
+    # A second graph before the first backward must not overwrite the first one's log-probabilities.
+    h2 = torch.randn(3, 4, requires_grad=True)
+    loss2, _ = projected_loss(h2, w, target, 0.1, workspace)
+    ref2, _ = label_smoothed_loss(F.linear(h2, w), target, 0.1)
+    loss2.backward()
+    loss.backward()
+    assert not workspace.busy
+    assert loss2.item() == pytest.approx(ref2.item(), rel=1e-6)
+    projected_loss(torch.randn(2, 4, requires_grad=True), w, target[:2], 0.1, workspace)[0].backward()
+    assert workspace.buffer.data_ptr() == first  # a smaller batch: the same memory
+
+
+def test_projected_loss_refuses_half_precision():
+    with pytest.raises(ValueError, match="float32"):
+        projected_loss(torch.randn(2, 4, dtype=torch.bfloat16), torch.randn(6, 4), torch.tensor([1, 2]), 0.1, Workspace())

@@ -8,7 +8,7 @@ import torch
 from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig, PRESETS, TrainConfig, from_dict, from_preset, to_dict
 from nmt.errors import ConfigError
-from nmt.model import KVCache, Sublayer, Transformer, count_parameters, sinusoidal_table
+from nmt.model import Dropout, KVCache, Sublayer, Transformer, count_parameters, sinusoidal_table
 
 V, D, H, FF, P = 13, 16, 4, 24, 32  # tiny: vocabulary, d_model, heads, d_ff, max_positions
 NORMS = ["pre", "post"]
@@ -439,6 +439,43 @@ def test_dropout_only_in_training():
         model.train()
         c, d = model(SRC, TGT), model(SRC, TGT)
     assert (c - d).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_dropout_keeps_the_expectation_and_a_fraction_1_minus_p(p):
+    """Inverted dropout: a share 1 - p of the values is kept, scaled by 1 / (1 - p), the rest zeroed; the
+    gradient passes where the value was kept, with the same scale. 2^20 values: the kept share is
+    within 5 standard deviations (about 0.0023) of 1 - p."""
+    torch.manual_seed(0)
+    drop = Dropout(p).train()
+    x = torch.ones(1 << 20, requires_grad=True)
+    y = drop(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - p)) < 5 * (p * (1 - p) / (1 << 20)) ** 0.5
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / (1 - p)))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach())  # d y / d x: the same mask and scale
+    assert torch.equal(drop.eval()(x), x)
+
+
+def test_dropout_masks_follow_the_generator():
+    """The same seed gives the same masks (so a resumed run redraws them), another seed others."""
+    drop, x = Dropout(0.3).train(), torch.ones(1000)
+    torch.manual_seed(5)
+    a = drop(x)
+    torch.manual_seed(5)
+    b = drop(x)
+    torch.manual_seed(6)
+    c = drop(x)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_hidden_states_are_the_logits_before_the_projection():
+    model = tiny()
+    with torch.no_grad():
+        hidden = model(SRC, TGT, project=False)  # (B, T, D)
+        torch.testing.assert_close(hidden @ model.embed.weight.t(), model(SRC, TGT))
+    assert hidden.shape == (*TGT.shape, model.cfg.d_model)
 
 
 # -- configuration -------------------------------------------------------------------------------

@@ -98,20 +98,20 @@ def test_patience_stops_after_validations_without_improvement(data, tmp_path, mo
 
 
 def poisoned_loss(bad_calls):
-    """label_smoothed_loss that returns NaN on the listed calls (1-based)."""
-    real = trainer_module.label_smoothed_loss
+    """Trainer.loss that returns NaN on the listed calls (1-based)."""
+    real = trainer_module.Trainer.loss
     calls = {"n": 0}
 
-    def loss(logits, target, epsilon):
+    def loss(self, hidden, target):
         calls["n"] += 1
-        value, nll = real(logits, target, epsilon)
+        value, nll = real(self, hidden, target)
         return (value * float("nan"), nll) if calls["n"] in bad_calls else (value, nll)
 
     return loss
 
 
 def test_a_nan_loss_skips_the_update(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_module, "label_smoothed_loss", poisoned_loss({3}))
+    monkeypatch.setattr(trainer_module.Trainer, "loss", poisoned_loss({3}))
     events = []
     result = run(data, tmp_path, events, max_updates=5, valid_bleu_sentences=0)
     assert result.updates == 5
@@ -123,7 +123,7 @@ def test_a_nan_loss_skips_the_update(data, tmp_path, monkeypatch):
 
 
 def test_a_persistent_nan_stops_training_naming_the_last_good_checkpoint(data, tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_module, "label_smoothed_loss", poisoned_loss(set(range(3, 100))))
+    monkeypatch.setattr(trainer_module.Trainer, "loss", poisoned_loss(set(range(3, 100))))
     with pytest.raises(TrainingDiverged) as caught:
         run(data, tmp_path, max_updates=20, save_interval=1, max_bad_updates=3)
     message = str(caught.value)
