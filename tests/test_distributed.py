@@ -20,9 +20,9 @@ import torch
 from conftest import prepare_sample
 
 from nmt import checkpoint
-from nmt.errors import ConfigError
-from nmt.distributed import torchrun_env, workers
-from nmt.train import train
+from nmt.errors import ConfigError, DataError
+from nmt.distributed import Comm, torchrun_env, workers
+from nmt.train import check_resumable_here, train
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
@@ -98,6 +98,50 @@ def test_two_process_run_resumes_exactly_also_under_torchrun(data, tmp_path):
     assert a["updates"] == b["updates"] == 2 * k
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+
+
+class TwoRanks(Comm):
+    """This process as rank `rank` of 2, the other rank's outcome given (`gather` is faked: no process group)."""
+
+    def __init__(self, rank: int, other: tuple):
+        super().__init__(rank, 2)
+        self.other = other
+
+    def gather(self, obj):
+        return [obj, self.other] if self.rank == 0 else [self.other, obj]
+
+
+def fails(error):
+    def fn():
+        raise error
+    return fn
+
+
+def test_an_error_on_one_rank_is_raised_on_every_rank():
+    # Without this, rank 0 would wait in its next collective for a rank that has already exited.
+    def node1_lacks_data():
+        return (DataError("data/train.idx: no such file"), "node1")
+
+    with pytest.raises(DataError, match=r"^rank 1 \(on node1\): data/train.idx: no such file$"):
+        TwoRanks(0, node1_lacks_data()).all_succeed(lambda: "trainer")
+    assert TwoRanks(0, (None, "node1")).all_succeed(lambda: "trainer") == "trainer"
+    with pytest.raises(ConfigError, match=r"^rank 1 \(on .+\): no --out$"):
+        TwoRanks(1, (None, "node0")).all_succeed(fails(ConfigError("no --out")))
+    with pytest.raises(ConfigError, match=r"^rank 0 \(on .+\): no --out$"):  # the lowest failing rank speaks
+        TwoRanks(0, node1_lacks_data()).all_succeed(fails(ConfigError("no --out")))
+    with pytest.raises(ConfigError, match=r"^no --out$"):  # one process: the error as it was
+        Comm().all_succeed(fails(ConfigError("no --out")))
+
+
+def test_a_machine_without_the_checkpoint_rank_0_resumes_from_is_told_to_share_the_folder(tmp_path):
+    # Separate filesystems: rank 0 found OUT/checkpoint_N.pt on its machine, another machine has no such file.
+    path = tmp_path / "run" / checkpoint.STEP_NAME.format(3)
+    check_resumable_here(path, 0)  # rank 0 chose it from its own folder
+    with pytest.raises(ConfigError, match=r"rank 0 resumes from this checkpoint.*shared filesystem"):
+        check_resumable_here(path, 1)
+    path.parent.mkdir()
+    path.write_bytes(b"a copy")
+    check_resumable_here(path, 1)
 
 
 def test_torchrun_environment_is_detected(monkeypatch):
