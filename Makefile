@@ -11,8 +11,10 @@ DEMO_OUT ?= demo-run
 # `make multi30k MIRROR=../shared/data/multi30k`: the Multi30k recipe from a local copy of the data.
 MIRROR ?=
 MULTI30K_OUT ?= multi30k-run
+# `make gpu-check GPU_REPORT=FILE`: where the GPU check writes its report.
+GPU_REPORT ?= gpu-check-report.md
 
-.PHONY: install demo test multi30k clean
+.PHONY: install demo test multi30k gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -35,6 +37,12 @@ test: install
 # Both directions of Multi30k (en-de, de-en), one core each, ~75 minutes: docs/results-multi30k.md
 multi30k: install
 	NMT=$(VENV)/bin/nmt MIRROR=$(MIRROR) recipes/multi30k.sh $(MULTI30K_OUT)
+
+# On a machine with a CUDA GPU: training in fp32/bf16/fp16, torchrun, translation against the CPU and
+# throughput, end to end in at most 10 minutes; PASS/FAIL per check in $(GPU_REPORT); exit 1 if one
+# failed (2: no CUDA GPU). Without a GPU: $(PY) benchmarks/gpu_check.py --cpu (the smoke test).
+gpu-check: install
+	$(PY) benchmarks/gpu_check.py --report $(GPU_REPORT)
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) $(MULTI30K_OUT) build *.egg-info

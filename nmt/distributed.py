@@ -78,6 +78,26 @@ class Comm:
             raise value
         return value
 
+    def all_succeed(self, fn: Callable[[], Any]) -> Any:
+        """fn() on every rank; an NmtError on any rank is raised on every rank, naming the rank and its
+        machine (the lowest failing rank's), so that no rank waits in its next collective for one that has
+        exited (gloo notices; NCCL waits for COLLECTIVE_TIMEOUT).
+
+        On several machines a rank may fail where rank 0 does not: --data or the checkpoint to resume
+        from missing on that machine."""
+        try:
+            value, error = fn(), None
+        except NmtError as e:
+            value, error = None, e
+        outcomes = self.gather((error, socket.gethostname()))
+        failed = [(rank, e, host) for rank, (e, host) in enumerate(outcomes) if e is not None]
+        if not failed:
+            return value
+        rank, error, host = failed[0]
+        if self.world > 1:
+            error.args = (f"rank {rank} (on {host}): {error}", *error.args[1:])
+        raise error
+
 
 # SIGTERM is what schedulers (SLURM, Kubernetes) and `kill` send before they kill: save, like Ctrl-C.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -18,7 +18,7 @@ from typing import Iterator, Optional
 from nmt import checkpoint
 from nmt.config import ModelConfig, TrainConfig, from_dict, from_preset, to_dict
 from nmt.dataset import data_identity
-from nmt.distributed import StopSignal, process_group, spawn, torchrun_env, workers
+from nmt.distributed import Comm, StopSignal, process_group, spawn, torchrun_env, workers
 from nmt.errors import ConfigError, TrainingInterrupted
 from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries
 from nmt.progress import Progress, ProgressFn, ignore
@@ -117,13 +117,28 @@ def run_rank(rank: int, init_method: Optional[str], progress: ProgressFn, stop: 
     with process_group(rank, job.world, local_rank, job.use_cuda, init_method, job.threads) as comm:
         if job.model_cfg is None:
             job = comm.from_rank0(lambda: job.planned(progress))  # rank 0 decides what to resume: its folder is authoritative
-        trainer = Trainer(job.data_dir, job.out_dir, job.model_cfg, job.train_cfg, comm.device, progress, comm, stop)
-        if job.resume is not None:
-            trainer.restore(job.resume)
-            trainer.progress(Progress("train", message=f"resuming from {job.resume} (update {trainer.state.updates})"))
-        elif job.train_cfg.init_from:
-            trainer.progress(Progress("train", message=trainer.start_from(Path(job.train_cfg.init_from))))
+        trainer = comm.all_succeed(lambda: start_rank(job, comm, progress, stop))
         return trainer.run()
+
+
+def start_rank(job: Job, comm: Comm, progress: ProgressFn, stop: StopSignal) -> Trainer:
+    """This rank's Trainer: new, resumed from `job.resume`, or started from --init-from."""
+    trainer = Trainer(job.data_dir, job.out_dir, job.model_cfg, job.train_cfg, comm.device, progress, comm, stop)
+    if job.resume is not None:
+        check_resumable_here(job.resume, comm.rank)
+        trainer.restore(job.resume)
+        trainer.progress(Progress("train", message=f"resuming from {job.resume} (update {trainer.state.updates})"))
+    elif job.train_cfg.init_from:
+        trainer.progress(Progress("train", message=trainer.start_from(Path(job.train_cfg.init_from))))
+    return trainer
+
+
+def check_resumable_here(path: Path, rank: int) -> None:
+    """Rank 0 chose `path` in its --out; every other rank (on other machines too) reads the same path."""
+    if rank > 0 and not path.is_file():
+        raise ConfigError(f"{path}: rank 0 resumes from this checkpoint, which this machine does not have; --out "
+                          "must be one folder that every machine sees at the same path (a shared filesystem), or "
+                          "copy the checkpoint to the same path on every machine")
 
 
 def train(data_dir: Path, out_dir: Path, preset: Optional[str] = None, model_overrides: Optional[dict] = None,

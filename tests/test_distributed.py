@@ -1,5 +1,5 @@
 """Data-parallel training with torch.distributed on CPU (gloo): 2 worker processes match one process,
-and a 2-process run resumes exactly, also when the resumed run is launched by torchrun (env://).
+and two torchrun "machines" on loopback (env://) train as one job with them and resume exactly.
 
 Each multi-process run starts fresh Python processes that import torch (several seconds each on a
 small machine), so these tests are few and marked slow.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +19,9 @@ import torch
 from conftest import prepare_sample
 
 from nmt import checkpoint
-from nmt.errors import ConfigError
-from nmt.distributed import torchrun_env, workers
-from nmt.train import train
+from nmt.errors import ConfigError, DataError
+from nmt.distributed import Comm, free_port, torchrun_env, workers
+from nmt.train import check_resumable_here, train
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
@@ -76,28 +75,98 @@ def test_two_processes_match_one_process(data, tmp_path):
     assert len(b["rng_ranks"]) == 2  # every rank's dropout stream is saved
 
 
+def torchrun_nodes(data: Path, out: Path, max_updates: int, logs: Path) -> list[str]:
+    """`nmt train` as one job of two torchrun "machines" (--nnodes 2, one process each) that meet on
+    127.0.0.1, started together and sharing --out as machines on a shared filesystem do; each node's output."""
+    port, processes, paths = free_port(), [], []
+    for node in (0, 1):
+        paths.append(logs / f"node{node}-to-{max_updates}.log")
+        with open(paths[-1], "w", encoding="utf-8") as log:
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+                 "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+                 "-m", "nmt", "train", "--data", str(data), "--out", str(out), *CLI_OPTIONS,
+                 "--max-updates", str(max_updates)], stdout=log, stderr=subprocess.STDOUT))
+    try:
+        codes = [p.wait(timeout=180) for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+    texts = [path.read_text(encoding="utf-8") for path in paths]
+    assert codes == [0, 0], "\n".join(text[-3000:] for text in texts)
+    return texts
+
+
 @pytest.mark.slow
-def test_two_process_run_resumes_exactly_also_under_torchrun(data, tmp_path):
-    # Dropout on: each rank must continue its own random stream. The straight run's checkpoint at
-    # update k is what a run stopped there leaves; it is resumed under torchrun, which hands rank,
-    # world size and rendezvous to the processes through env://.
-    torchrun = Path(sys.executable).parent / "torchrun"
-    if not torchrun.exists():
-        pytest.skip("torchrun is not installed beside this Python")
+def test_two_torchrun_nodes_train_as_one_job_and_resume_exactly(data, tmp_path):
+    # Node 1's process has RANK 1 but LOCAL_RANK 0: only rank 0 may plan, lock the folder and write.
+    # The two-node job stops at update k and is resumed to 2k, under two nodes again; dropout is on,
+    # so each rank must continue its own random stream. The reference is a 2-process run on one
+    # machine (`nproc=2`) straight to 2k: a job of 2 ranks does the same arithmetic whoever started
+    # its processes (a sum of two gradients does not depend on their order), so the two-node job
+    # equals it exactly (closer than ATOL) at update k (one job, not two), and the resumed one at 2k
+    # (an exact resume: the single-machine run stands for the uninterrupted two-node run).
     k = 3
-    straight = run(data, tmp_path / "straight", 2 * k, 2, MODEL, save_interval=k)
-    resumed = tmp_path / "resumed"
-    resumed.mkdir()
-    shutil.copy(tmp_path / "straight" / checkpoint.STEP_NAME.format(k), resumed)
-    cmd = [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "nmt", "train", "--data", str(data),
-           "--out", str(resumed), *CLI_OPTIONS, "--max-updates", str(2 * k)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming from {resumed}" in done.stderr and "2 processes (gloo)" in done.stderr
-    a, b = checkpoint.load(straight), checkpoint.load(checkpoint.latest(resumed))
-    assert a["updates"] == b["updates"] == 2 * k
-    for name, tensor in a["model"].items():
-        assert torch.equal(tensor, b["model"][name]), name
+    straight = tmp_path / "straight"
+    run(data, straight, 2 * k, 2, MODEL, save_interval=k)
+    nodes = tmp_path / "nodes"
+    first = torchrun_nodes(data, nodes, k, tmp_path)
+    assert "2 processes (gloo)" in first[0] and "trained to update 3" in first[0]
+    assert "trained to update" not in first[1]  # node 1 runs rank 1, which reports nothing
+    resumed = torchrun_nodes(data, nodes, 2 * k, tmp_path)
+    assert f"resuming from {nodes}" in resumed[0]
+    for update in (k, 2 * k):
+        a = checkpoint.load(straight / checkpoint.STEP_NAME.format(update))
+        b = checkpoint.load(nodes / checkpoint.STEP_NAME.format(update))
+        assert a["updates"] == b["updates"] == update and len(b["rng_ranks"]) == 2
+        for name, tensor in a["model"].items():
+            assert torch.equal(tensor, b["model"][name]), f"update {update}: {name}"
+    assert sorted(p.name for p in nodes.glob("checkpoint_*.pt")) == [checkpoint.STEP_NAME.format(u) for u in (k, 2 * k)]
+
+
+class TwoRanks(Comm):
+    """This process as rank `rank` of 2, the other rank's outcome given (`gather` is faked: no process group)."""
+
+    def __init__(self, rank: int, other: tuple):
+        super().__init__(rank, 2)
+        self.other = other
+
+    def gather(self, obj):
+        return [obj, self.other] if self.rank == 0 else [self.other, obj]
+
+
+def fails(error):
+    def fn():
+        raise error
+    return fn
+
+
+def test_an_error_on_one_rank_is_raised_on_every_rank():
+    # Without this, rank 0 would wait in its next collective for a rank that has already exited.
+    def node1_lacks_data():
+        return (DataError("data/train.idx: no such file"), "node1")
+
+    with pytest.raises(DataError, match=r"^rank 1 \(on node1\): data/train.idx: no such file$"):
+        TwoRanks(0, node1_lacks_data()).all_succeed(lambda: "trainer")
+    assert TwoRanks(0, (None, "node1")).all_succeed(lambda: "trainer") == "trainer"
+    with pytest.raises(ConfigError, match=r"^rank 1 \(on .+\): no --out$"):
+        TwoRanks(1, (None, "node0")).all_succeed(fails(ConfigError("no --out")))
+    with pytest.raises(ConfigError, match=r"^rank 0 \(on .+\): no --out$"):  # the lowest failing rank speaks
+        TwoRanks(0, node1_lacks_data()).all_succeed(fails(ConfigError("no --out")))
+    with pytest.raises(ConfigError, match=r"^no --out$"):  # one process: the error as it was
+        Comm().all_succeed(fails(ConfigError("no --out")))
+
+
+def test_a_machine_without_the_checkpoint_rank_0_resumes_from_is_told_to_share_the_folder(tmp_path):
+    # Separate filesystems: rank 0 found OUT/checkpoint_N.pt on its machine, another machine has no such file.
+    path = tmp_path / "run" / checkpoint.STEP_NAME.format(3)
+    check_resumable_here(path, 0)  # rank 0 chose it from its own folder
+    with pytest.raises(ConfigError, match=r"rank 0 resumes from this checkpoint.*shared filesystem"):
+        check_resumable_here(path, 1)
+    path.parent.mkdir()
+    path.write_bytes(b"a copy")
+    check_resumable_here(path, 1)
 
 
 def test_torchrun_environment_is_detected(monkeypatch):
