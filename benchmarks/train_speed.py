@@ -17,6 +17,8 @@ and of the process's CPU time (the CPU figure is the steadier one on a shared ma
 Engines:
 - `nmt` (this tree) in each `--precisions` (fp32, bf16; bf16 is reported even where the CPU only
   emulates it, which is what `--precision auto` avoids);
+- `compiled` (`--compile`): nmt fp32 with the model under `torch.compile(dynamic=True)`; raise
+  `--warmup` to cover the compilation, whose time is reported;
 - `baseline`: the same with another nmt tree on PYTHONPATH (`--baseline`, e.g. a `git worktree` of an
   older commit), fp32;
 - `fairseq`: `fairseq-train` (fairseq 0.12; not a dependency of nmt, installed in its own venv as
@@ -24,7 +26,7 @@ Engines:
   same architecture, pre-norm, tied embeddings, dropout, label smoothing, Adam and --max-tokens; its
   per-update `wps` (target tokens/s) from `--log-format json --log-interval 1`.
 
-The yardstick, measured in the same run: the fp32 and bf16 rates of a 2048^3 matmul on one thread, and
+The yardstick, measured in the same run: the fp32 rate of a 2048^3 matmul and the bf16 rate of a 512^3 one, and
 the model FLOPs utilisation (MFU) of each result against the fp32 rate.
 """
 
@@ -62,9 +64,13 @@ def measure_nmt(spec: dict) -> dict:
     train_cfg.update_tokens = train_cfg.max_tokens  # one batch per update, for every preset
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(data, Path(out), model_cfg, train_cfg, torch.device("cpu"))
+        if spec.get("compile"):  # the whole model through torch.compile (inductor), shapes dynamic
+            trainer.model = torch.compile(trainer.module, dynamic=True)
         batches, groups = trainer.epoch_groups()
-        per_update = []
+        per_update, start = [], time.perf_counter()
         for k in range(spec["warmup"] + spec["updates"]):
+            if k == spec["warmup"]:
+                warmup_seconds = time.perf_counter() - start
             wall, cpu = time.perf_counter(), time.process_time()
             stats = trainer.update([batches[i] for i in groups[k % len(groups)]])
             if k >= spec["warmup"]:
@@ -73,16 +79,17 @@ def measure_nmt(spec: dict) -> dict:
     return {"tok_s": tokens / sum(w for _, w, _ in per_update), "tok_s_cpu": tokens / sum(c for _, _, c in per_update),
             "precision": trainer.precision, "parameters": sum(p.numel() for p in trainer.module.parameters()),
             "d_model": model_cfg.d_model, "d_ff": model_cfg.d_ff, "layers": [model_cfg.encoder_layers, model_cfg.decoder_layers],
-            "vocab": vocab, "tokens_per_update": tokens / len(per_update)}
+            "vocab": vocab, "tokens_per_update": tokens / len(per_update), "warmup_seconds": warmup_seconds}
 
 
-def matmul_rates(threads: int, n: int = 2048) -> dict:
-    """GFLOP/s of an n^3 matmul in fp32 and bf16 on `threads` threads (bf16 timed once: emulated, it is slow)."""
+def matmul_rates(threads: int) -> dict:
+    """GFLOP/s of an n^3 matmul on `threads` threads: fp32 at n = 2048; bf16 at n = 512, because a CPU without
+    native bf16 emulates it at a few hundred MFLOP/s (a 2048^3 product would take minutes)."""
     import torch
 
     torch.set_num_threads(threads)
     rates = {}
-    for name, dtype, repeat in (("fp32", torch.float32, 5), ("bf16", torch.bfloat16, 1)):
+    for name, dtype, n, repeat in (("fp32", torch.float32, 2048, 5), ("bf16", torch.bfloat16, 512, 3)):
         a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
         torch.mm(a, b)
         start = time.perf_counter()
@@ -193,6 +200,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=12, help="timed updates per measurement")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compile", action="store_true", help="also nmt with torch.compile (its compile time: the warm-up)")
     parser.add_argument("--baseline", type=Path, help="an older nmt tree (e.g. a git worktree) to compare with")
     parser.add_argument("--fairseq-python", help="python of an environment with fairseq installed")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "nmt-train-speed")
@@ -212,6 +220,8 @@ def main() -> None:
             common = {**base, "preset": preset, "threads": threads}
             for precision in args.precisions:
                 jobs.append((f"nmt {precision}", {**common, "engine": "nmt", "precision": precision}, ROOT))
+            if args.compile:
+                jobs.append(("compiled fp32", {**common, "engine": "nmt", "precision": "fp32", "compile": True}, ROOT))
             if args.baseline:
                 jobs.append(("baseline fp32", {**common, "engine": "nmt", "precision": "fp32"}, args.baseline.resolve()))
             if args.fairseq_python:
@@ -233,7 +243,7 @@ def main() -> None:
     for t in args.threads:
         fp32 = statistics.median(x["fp32"] for x in rates[t])
         bf16 = statistics.median(x["bf16"] for x in rates[t])
-        print(f"# matmul 2048^3, {t} thread(s): fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
+        print(f"# matmul, {t} thread(s): fp32 (2048^3) {fp32:.1f} GFLOP/s, bf16 (512^3) {bf16:.2f} GFLOP/s")
     print("| preset | threads | engine | precision used | target tok/s (wall) | tok/s (CPU time) | vs baseline | vs fairseq | MFU |")
     print("|---|---:|---|---|---:|---:|---:|---:|---:|")
     nmt_shape = {}
@@ -254,6 +264,10 @@ def main() -> None:
               f"{statistics.median(cpu):,.0f} | {vs_base} | {vs_fs} | {mfu:.0%} |" if cpu else
               f"| {spec['preset']} | {spec['threads']} | {label.split()[0]} | {runs[0]['precision']} | {tok_s:,.0f} | "
               f" | {vs_base} | {vs_fs} | {mfu:.0%} |")
+    for i, (label, spec, _) in enumerate(jobs):
+        if spec.get("compile"):
+            warm = statistics.median(x["warmup_seconds"] for x in results[i])
+            print(f"# {spec['preset']} compiled: {spec['warmup']} warm-up updates incl. compilation took {warm:.0f} s")
 
 
 if __name__ == "__main__":

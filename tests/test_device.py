@@ -71,3 +71,16 @@ def test_inference_precision_errors_on_the_cpu(requested, message):
 def test_training_refuses_inference_only_and_unknown_precisions(requested):
     with pytest.raises(ConfigError, match="use one of auto, fp32, bf16, fp16$"):
         training_precision(requested, torch.device("cpu"))
+
+
+def test_translation_runs_in_bf16_on_the_cpu(tiny_checkpoint):
+    from nmt.translate import Translator
+
+    lines = ["A man is riding a bicycle.", "", "Two dogs play in the snow."]
+    fp32 = Translator(tiny_checkpoint, precision="fp32")
+    bf16 = Translator(tiny_checkpoint, precision="bf16")
+    assert bf16.precision == "bf16" and next(bf16.model.parameters()).dtype == torch.bfloat16
+    out32, out16 = [t.text for t in fp32.translate_chunk(lines)], [t.text for t in bf16.translate_chunk(lines)]
+    assert len(out16) == len(lines) and out16[1] == ""
+    assert all(out16[i] for i in (0, 2))  # real translations, whether or not they equal fp32's
+    assert len(out32) == len(lines)
