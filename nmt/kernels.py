@@ -122,9 +122,11 @@ def replace_modules(module: torch.nn.Module, kind: type, make) -> None:
 def int8_engines() -> tuple[str, str]:
     """The quantised-kernel backends for --int8: (output projection, other linear layers).
 
-    Measured on an AVX-512 VNNI CPU (docs/benchmarks-translate.md): oneDNN is fastest for the wide
-    output projection (d_model x vocabulary), fbgemm ("x86") for the d_model-sized layers at the
-    batch sizes of decoding. Either falls back to the other when this torch lacks it.
+    Measured on an AVX-512 VNNI CPU and an AVX2 one (docs/benchmarks-translate.md): oneDNN is fastest
+    for the wide output projection (d_model x vocabulary) on many rows, fbgemm ("x86") for the
+    d_model-sized layers at the batch sizes of decoding, and on AVX2 for the output projection on fewer
+    than `FEW_ROWS` rows too (`Int8Linear` keeps both packings). Either falls back to the other when
+    this torch lacks it.
     """
     engines = torch.backends.quantized.supported_engines
     have = [e for e in ("onednn", "x86", "fbgemm") if e in engines]
@@ -138,47 +140,64 @@ def quantize_int8(model, output: bool = True):
     """Dynamic int8 quantisation of the linear layers (and with `output` of the tied output projection),
     in place: each becomes an `Int8Linear` (per-channel int8 weights, activations quantised per call)."""
     wide, small = int8_engines()
-    before = torch.backends.quantized.engine
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
-        try:  # the packed weights keep the backend they were made with
-            if output:
-                model.use_output_projection()
-                torch.backends.quantized.engine = wide
-                model.output_proj = Int8Linear.of(model.output_proj)
-            torch.backends.quantized.engine = small
-            replace_linears(model, Int8Linear.of)
-        finally:
-            torch.backends.quantized.engine = before
+    if output:
+        model.use_output_projection()
+        model.output_proj = Int8Linear.of(model.output_proj, wide, few_rows_engine=small)
+    replace_linears(model, lambda linear: Int8Linear.of(linear, small))
     return model
+
+
+# Below this many rows (32 sentences of 4 beams), fbgemm's int8 kernel computes the output projection
+# faster than oneDNN's on an AVX2 CPU (2.5x on 4 rows); oneDNN is faster from here on.
+FEW_ROWS = 128
 
 
 class Int8Linear(torch.nn.Module):
     """A dynamically quantised linear layer (weights int8 per output channel, activations quantised per
     call), calling the kernel directly: torch's own module goes through Python-level checks on every
-    call that cost as much as a small layer's arithmetic during decoding."""
+    call that cost as much as a small layer's arithmetic during decoding.
 
-    def __init__(self, packed, in_features: int, out_features: int):
+    `few_rows`: the weights packed for another backend's kernel, used for inputs of fewer than
+    `FEW_ROWS` rows (the numbers differ a little between backends, as they do between batches).
+    """
+
+    def __init__(self, packed, in_features: int, out_features: int, few_rows=None):
         super().__init__()
         self.packed, self.in_features, self.out_features = packed, in_features, out_features
+        self.few_rows, self.few_numel = few_rows, FEW_ROWS * in_features if few_rows is not None else 0
         overload = torch.ops.quantized.linear_dynamic.default
         self.op = getattr(overload, "_op", overload)  # the C++ callable, past the Python-level checks
 
     @classmethod
-    def of(cls, linear: nn.Linear) -> "Int8Linear":
-        """`linear` quantised (torch.ao's dynamic quantisation) for the current torch.backends.quantized.engine."""
-        try:
-            import torch.ao.nn.quantized.dynamic as nnqd
-            from torch.ao.quantization import per_channel_dynamic_qconfig
-        except ImportError:  # a torch without eager-mode quantisation
-            raise ConfigError(f"--int8: this torch ({torch.__version__}) has no dynamic quantisation; "
-                              "translate without --int8") from None
-        linear.qconfig = per_channel_dynamic_qconfig
-        quantized = nnqd.Linear.from_float(linear)
-        return cls(quantized._packed_params._packed_params, linear.in_features, linear.out_features)
+    def of(cls, linear: nn.Linear, engine: str, few_rows_engine: Optional[str] = None) -> "Int8Linear":
+        """`linear` quantised for the quantised-kernel backend `engine` (and `few_rows_engine`, if another)."""
+        few_rows = int8_pack(linear, few_rows_engine) if few_rows_engine not in (None, engine) else None
+        return cls(int8_pack(linear, engine), linear.in_features, linear.out_features, few_rows)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.numel() < self.few_numel:
+            return self.op(x, self.few_rows, True)
         return self.op(x, self.packed, True)  # reduce_range=True, as torch's module (quantisation version 4)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+def int8_pack(linear: nn.Linear, engine: str):
+    """The packed int8 weights (per output channel) and bias of `linear` for the kernels of `engine`, as
+    torch.ao's dynamic quantisation makes them."""
+    try:
+        import torch.ao.nn.quantized.dynamic as nnqd
+        from torch.ao.quantization import per_channel_dynamic_qconfig
+    except ImportError:  # a torch without eager-mode quantisation
+        raise ConfigError(f"--int8: this torch ({torch.__version__}) has no dynamic quantisation; "
+                          "translate without --int8") from None
+    before = torch.backends.quantized.engine
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
+        try:  # the packed weights keep the backend they were made with
+            torch.backends.quantized.engine = engine
+            linear.qconfig = per_channel_dynamic_qconfig
+            return nnqd.Linear.from_float(linear)._packed_params._packed_params
+        finally:
+            torch.backends.quantized.engine = before

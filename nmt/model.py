@@ -370,9 +370,9 @@ def layer_step(ops: LayerOps, x: Tensor, memory_kv: tuple[Tensor, Tensor], sourc
     and `cache` with the position's keys/values appended.
 
     `DecoderLayer.forward` with a cache, on the same shapes and so with the same arithmetic, in fewer
-    tensor operations: rows of (N, D) rather than (N, 1, D), no dropout (inference only), the source
-    mask as an additive bias made once per source, and `step_attention`. Tests compare it with the
-    uncached decoder, which runs `DecoderLayer.forward`.
+    tensor operations: rows of (N, D) rather than (N, 1, D), no dropout (inference only), and the
+    source mask as an additive bias made once per source. Tests compare it with the uncached decoder,
+    which runs `DecoderLayer.forward`.
     """
     N, D = x.shape
     H = ops.n_heads
@@ -382,13 +382,13 @@ def layer_step(ops: LayerOps, x: Tensor, memory_kv: tuple[Tensor, Tensor], sourc
     else:
         q, k, v = (proj(h).view(N, H, 1, D // H) for proj in (ops.q, ops.k, ops.v))
     cache = cache.append(k, v)
-    y = step_attention(q, cache.k, cache.v)  # (N, H, 1, Dh)
+    y = F.scaled_dot_product_attention(q, cache.k, cache.v)  # (N, H, 1, Dh)
     x = residual(ops, ops.self_norm, x, ops.out(y.view(N, D)))
 
     h = ops.cross_norm(x) if ops.pre_norm else x
     k, v = memory_kv  # (B', H, S, Dh), one row per `source.group` consecutive hypotheses
     q = ops.cross_q(h).view(k.size(0), N // k.size(0), H, D // H).transpose(1, 2)  # (B', H, N / B', Dh)
-    y = step_attention(q, k, v, source.bias)  # (B', H, N / B', Dh)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=source.bias)  # (B', H, N / B', Dh)
     x = residual(ops, ops.cross_norm, x, ops.cross_out(y.transpose(1, 2).reshape(N, D)))
 
     h = ops.ffn_norm(x) if ops.pre_norm else x
@@ -398,26 +398,6 @@ def layer_step(ops: LayerOps, x: Tensor, memory_kv: tuple[Tensor, Tensor], sourc
 def residual(ops: LayerOps, norm: Callable[[Tensor], Tensor], x: Tensor, y: Tensor) -> Tensor:
     """`Sublayer`'s residual connection around a computed y = fn(norm(x)) or fn(x), without dropout."""
     return x + y if ops.pre_norm else norm(x + y)
-
-
-def step_attention(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """softmax(q k^T / sqrt(Dh) + bias) v for the few queries of a decoding step: q (B, H, Tq, Dh), k and
-    v (B, H, Tk, Dh), bias broadcastable to (B, H, Tq, Tk) -> (B, H, Tq, Dh).
-
-    `scaled_dot_product_attention` for small batches; from `BATCHED_ATTENTION` scores on, two batched
-    matrix products and a softmax, up to 1.9x faster there on the CPUs we measured (the fused kernel
-    is built for long query sequences). The same function, equal to rounding.
-    """
-    B, H, Tq, Dh = q.shape
-    if B * H * Tq * k.size(2) < BATCHED_ATTENTION:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(Dh))  # (B, H, Tq, Tk)
-    if bias is not None:
-        scores += bias
-    return torch.matmul(scores.softmax(-1), v)
-
-
-BATCHED_ATTENTION = 1024
 
 
 def append_positions(cache: Tensor, new: Tensor, order: Optional[Tensor] = None) -> Tensor:

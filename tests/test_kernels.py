@@ -1,15 +1,14 @@
-"""Inference kernels and the decoding step's fast paths compute what the plain model computes: the fused
-q|k|v projection, the step's batched attention, the layers called without nn.Module, the shared source,
-the packing policy and the int8 layers."""
+"""Inference kernels and the decoding step's fast paths compute what the plain model computes: the step
+against the training forward pass, the fused q|k|v projection, the layers called without nn.Module, the
+shared source, the packing policy and the int8 layers."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from nmt import kernels, model as model_module
+from nmt import kernels
 from nmt.config import ModelConfig
 from nmt.kernels import Int8Linear, PackedLinear, fuse_self_attention, onednn_available, prepare_model
-from nmt.model import LayerOps, Source, Transformer, direct, step_attention
+from nmt.model import LayerOps, Source, Transformer, direct
 from nmt.vocab import BOS, EOS, PAD
 
 V, D, H, FF, P = 29, 32, 4, 48, 64
@@ -46,36 +45,20 @@ def beam_like_steps(model, src: torch.Tensor, k: int, steps: int, seed: int = 2)
     return out
 
 
-# -- the step's attention ----------------------------------------------------------------------------
-
-@pytest.mark.parametrize("B, Tq, Tk, masked", [(6, 1, 9, False), (3, 4, 11, True), (40, 1, 30, False),
-                                               (20, 4, 17, True)])
-def test_step_attention_batched_equals_fused_kernel(B, Tq, Tk, masked, monkeypatch):
-    g = torch.Generator().manual_seed(B + Tk)
-    q, k, v = (torch.randn(B, H, T, 8, generator=g) for T in (Tq, Tk, Tk))
-    bias = None
-    if masked:  # padded keys, as the source's
-        bias = torch.zeros(B, 1, 1, Tk)
-        bias[1:, ..., Tk - 3:] = float("-inf")
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    monkeypatch.setattr(model_module, "BATCHED_ATTENTION", 0)  # always the batched products
-    torch.testing.assert_close(step_attention(q, k, v, bias), expected, atol=1e-6, rtol=0)
-    monkeypatch.setattr(model_module, "BATCHED_ATTENTION", 1 << 30)  # always the fused kernel
-    assert torch.equal(step_attention(q, k, v, bias), expected)
-
+# -- the step against the training forward pass ------------------------------------------------------
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
-@pytest.mark.parametrize("threshold", [0, 1 << 30])
-def test_steps_with_either_attention_equal_full_recomputation(norm, threshold, monkeypatch):
+@pytest.mark.parametrize("prepared", [False, True])
+def test_beam_like_steps_equal_full_recomputation(norm, prepared):
     """Beam-like steps (shared source, reordered cache) give the log-probabilities of recomputing the
-    whole prefix with the training forward pass, whichever attention the step uses."""
-    monkeypatch.setattr(model_module, "BATCHED_ATTENTION", threshold)
+    whole prefix with the training forward pass, for the model as trained and as prepared for inference."""
     model, src, k = tiny(norm), sources(5), 3
+    step_model = prepare_model(tiny(norm), "fp32") if prepared else model
     g = torch.Generator().manual_seed(4)
     with torch.inference_mode():
-        state = model.start_decoding(src)
+        state = step_model.start_decoding(src)
         prefix = torch.full((5, 1), BOS)
-        model.step(prefix[:, 0], state)
+        step_model.step(prefix[:, 0], state)
         state, prefix = state.expand(k), prefix.repeat_interleave(k, 0)
         rows = torch.arange(5).repeat_interleave(k)  # the sentence of each hypothesis
         for t in range(4):
@@ -83,7 +66,7 @@ def test_steps_with_either_attention_equal_full_recomputation(norm, threshold, m
             state, prefix = state.select(order), prefix[order]
             tokens = torch.randint(4, V, (5 * k,), generator=g)
             prefix = torch.cat([prefix, tokens[:, None]], dim=1)
-            lp = model.step(tokens, state)
+            lp = step_model.step(tokens, state)
             full = model(src[rows], prefix).log_softmax(-1)[:, -1]
             torch.testing.assert_close(lp, full, atol=1e-5, rtol=0)
 
@@ -140,8 +123,10 @@ def test_packing_policy(every_layer, monkeypatch):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("rows", [1, 4, 70])
+@pytest.mark.parametrize("rows", [1, 4, 70, 130])
 def test_int8_linear_equals_torch_dynamic_quantisation(rows):
+    """Int8Linear computes what torch.ao's dynamically quantised module computes, with the backend it was
+    packed for; with two packings, the second one's below FEW_ROWS rows."""
     import warnings
 
     import torch.ao.nn.quantized.dynamic as nnqd
@@ -149,14 +134,19 @@ def test_int8_linear_equals_torch_dynamic_quantisation(rows):
 
     torch.manual_seed(rows)
     linear, x = torch.nn.Linear(D, FF), torch.randn(rows, D)
+    wide, small = kernels.int8_engines()
+    theirs = {}
     before = torch.backends.quantized.engine
-    torch.backends.quantized.engine = kernels.int8_engines()[1]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
-            ours = Int8Linear.of(linear)
-            linear.qconfig = per_channel_dynamic_qconfig
-            theirs = nnqd.Linear.from_float(linear)
-            assert torch.equal(ours(x), theirs(x))
+            for engine in (wide, small):
+                torch.backends.quantized.engine = engine
+                linear.qconfig = per_channel_dynamic_qconfig
+                theirs[engine] = nnqd.Linear.from_float(linear)(x)
     finally:
         torch.backends.quantized.engine = before
+    for engine in (wide, small):
+        assert torch.equal(Int8Linear.of(linear, engine)(x), theirs[engine])
+    both = Int8Linear.of(linear, wide, few_rows_engine=small)
+    assert torch.equal(both(x), theirs[small if rows < kernels.FEW_ROWS else wide])
