@@ -17,8 +17,11 @@ def prepare_model(model, precision: str = "fp32", device: str | torch.device = "
                   pack: bool = True):
     """Move a model (in eval mode) to `device` and make it ready for inference in `precision`.
 
-    fp32 on the CPU: the linear layers and the tied output projection get oneDNN pre-packed weights
-    (`PackedLinear`, same function, faster matrix products) when torch has oneDNN and `pack`.
+    Always: each decoder layer's self-attention gets one q|k|v projection for decoding steps
+    (`fuse_self_attention`).
+    fp32 on the CPU: with `pack` and oneDNN, the tied output projection gets oneDNN pre-packed weights
+    (`PackedLinear`, same function, faster matrix products), and so do the other linear layers on
+    CPUs with AVX-512 (`pack_every_layer`).
     int8: dynamic quantisation of every nn.Linear (weights int8 per output channel, activations
     quantised on the fly), and, with `int8_output`, of the tied output projection too (through an
     int8 copy of the embedding table; the embedding lookups stay fp32).
@@ -28,6 +31,7 @@ def prepare_model(model, precision: str = "fp32", device: str | torch.device = "
     device = torch.device(device)
     precision = inference_precision(precision, device)
     model = model.to(device).eval()
+    fuse_self_attention(model)
     if precision == "fp16":
         model = model.half()
     elif precision == "bf16":
@@ -36,8 +40,36 @@ def prepare_model(model, precision: str = "fp32", device: str | torch.device = "
         model = quantize_int8(model, output=int8_output)
     elif device.type == "cpu" and pack and onednn_available():
         model.use_output_projection()
-        replace_linears(model, PackedLinear.from_linear)
+        if pack_every_layer():
+            replace_linears(model, PackedLinear.from_linear)
+        else:
+            model.output_proj = PackedLinear.from_linear(model.output_proj)
     return model
+
+
+def fuse_self_attention(model) -> None:
+    """Give each decoder layer's self-attention `qkv_proj`, one nn.Linear computing q|k|v (D -> 3D),
+    which decoding steps use (`nmt.model.layer_step`): one matrix product in place of three, and with
+    int8 one quantisation of the input (the weights are quantised per output channel, so the numbers
+    are those of the three layers). A copy of the weights, made for inference: it does not follow
+    further training of q_proj, k_proj and v_proj."""
+    for layer in model.decoder:
+        attn = layer.self_attn
+        projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+        fused = nn.Linear(attn.q_proj.in_features, 3 * attn.q_proj.out_features,
+                          device=attn.q_proj.weight.device, dtype=attn.q_proj.weight.dtype)
+        with torch.no_grad():
+            fused.weight.copy_(torch.cat([p.weight for p in projections]))
+            fused.bias.copy_(torch.cat([p.bias for p in projections]))
+        attn.qkv_proj = fused.requires_grad_(False)
+
+
+def pack_every_layer() -> bool:
+    """Whether oneDNN pre-packing pays for the d_model-sized linear layers too, not just the output
+    projection: measured yes on an AVX-512 CPU, no on an AVX2 one, where each pre-packed call costs
+    about 30 us more than torch's default path, which a decoding step's few rows do not earn back
+    (docs/benchmarks-translate.md)."""
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
 
 
 def onednn_available() -> bool:
@@ -90,9 +122,11 @@ def replace_modules(module: torch.nn.Module, kind: type, make) -> None:
 def int8_engines() -> tuple[str, str]:
     """The quantised-kernel backends for --int8: (output projection, other linear layers).
 
-    Measured on an AVX-512 VNNI CPU (docs/benchmarks-translate.md): oneDNN is fastest for the wide
-    output projection (d_model x vocabulary), fbgemm ("x86") for the d_model-sized layers at the
-    batch sizes of decoding. Either falls back to the other when this torch lacks it.
+    Measured on an AVX-512 VNNI CPU and an AVX2 one (docs/benchmarks-translate.md): oneDNN is fastest
+    for the wide output projection (d_model x vocabulary) on many rows, fbgemm ("x86") for the
+    d_model-sized layers at the batch sizes of decoding, and on AVX2 for the output projection on fewer
+    than `FEW_ROWS` rows too (`Int8Linear` keeps both packings). Either falls back to the other when
+    this torch lacks it.
     """
     engines = torch.backends.quantized.supported_engines
     have = [e for e in ("onednn", "x86", "fbgemm") if e in engines]
@@ -103,48 +137,67 @@ def int8_engines() -> tuple[str, str]:
 
 
 def quantize_int8(model, output: bool = True):
-    """Dynamic int8 quantisation (torch.ao.quantization.quantize_dynamic) of the linear layers, in place."""
-    try:
-        import torch.ao.nn.quantized.dynamic as nnqd
-        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-    except ImportError:  # a torch without eager-mode quantisation
-        raise ConfigError(f"--int8: this torch ({torch.__version__}) has no dynamic quantisation; "
-                          "translate without --int8") from None
+    """Dynamic int8 quantisation of the linear layers (and with `output` of the tied output projection),
+    in place: each becomes an `Int8Linear` (per-channel int8 weights, activations quantised per call)."""
     wide, small = int8_engines()
-    before = torch.backends.quantized.engine
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
-        try:  # the packed weights keep the backend they were made with
-            if output:
-                model.use_output_projection()
-                torch.backends.quantized.engine = wide
-                model.output_proj.qconfig = per_channel_dynamic_qconfig
-                model.output_proj = nnqd.Linear.from_float(model.output_proj)
-            torch.backends.quantized.engine = small
-            model = quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
-        finally:
-            torch.backends.quantized.engine = before
-    replace_modules(model, nnqd.Linear, Int8Linear.from_quantized)  # the output projection too
+    if output:
+        model.use_output_projection()
+        model.output_proj = Int8Linear.of(model.output_proj, wide, few_rows_engine=small)
+    replace_linears(model, lambda linear: Int8Linear.of(linear, small))
     return model
 
 
-class Int8Linear(torch.nn.Module):
-    """A dynamically quantised linear layer (weights int8, activations quantised per call), calling the
-    kernel directly: torch's own module goes through Python-level checks on every call that cost
-    as much as a small layer's arithmetic during decoding."""
+# Below this many rows (32 sentences of 4 beams), fbgemm's int8 kernel computes the output projection
+# faster than oneDNN's on an AVX2 CPU (2.5x on 4 rows); oneDNN is faster from here on.
+FEW_ROWS = 128
 
-    def __init__(self, packed, in_features: int, out_features: int):
+
+class Int8Linear(torch.nn.Module):
+    """A dynamically quantised linear layer (weights int8 per output channel, activations quantised per
+    call), calling the kernel directly: torch's own module goes through Python-level checks on every
+    call that cost as much as a small layer's arithmetic during decoding.
+
+    `few_rows`: the weights packed for another backend's kernel, used for inputs of fewer than
+    `FEW_ROWS` rows (the numbers differ a little between backends, as they do between batches).
+    """
+
+    def __init__(self, packed, in_features: int, out_features: int, few_rows=None):
         super().__init__()
         self.packed, self.in_features, self.out_features = packed, in_features, out_features
+        self.few_rows, self.few_numel = few_rows, FEW_ROWS * in_features if few_rows is not None else 0
         overload = torch.ops.quantized.linear_dynamic.default
         self.op = getattr(overload, "_op", overload)  # the C++ callable, past the Python-level checks
 
     @classmethod
-    def from_quantized(cls, module) -> "Int8Linear":
-        return cls(module._packed_params._packed_params, module.in_features, module.out_features)
+    def of(cls, linear: nn.Linear, engine: str, few_rows_engine: Optional[str] = None) -> "Int8Linear":
+        """`linear` quantised for the quantised-kernel backend `engine` (and `few_rows_engine`, if another)."""
+        few_rows = int8_pack(linear, few_rows_engine) if few_rows_engine not in (None, engine) else None
+        return cls(int8_pack(linear, engine), linear.in_features, linear.out_features, few_rows)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.numel() < self.few_numel:
+            return self.op(x, self.few_rows, True)
         return self.op(x, self.packed, True)  # reduce_range=True, as torch's module (quantisation version 4)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+def int8_pack(linear: nn.Linear, engine: str):
+    """The packed int8 weights (per output channel) and bias of `linear` for the kernels of `engine`, as
+    torch.ao's dynamic quantisation makes them."""
+    try:
+        import torch.ao.nn.quantized.dynamic as nnqd
+        from torch.ao.quantization import per_channel_dynamic_qconfig
+    except ImportError:  # a torch without eager-mode quantisation
+        raise ConfigError(f"--int8: this torch ({torch.__version__}) has no dynamic quantisation; "
+                          "translate without --int8") from None
+    before = torch.backends.quantized.engine
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
+        try:  # the packed weights keep the backend they were made with
+            torch.backends.quantized.engine = engine
+            linear.qconfig = per_channel_dynamic_qconfig
+            return nnqd.Linear.from_float(linear)._packed_params._packed_params
+        finally:
+            torch.backends.quantized.engine = before

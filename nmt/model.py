@@ -11,9 +11,10 @@ knows its layout. The layers themselves change nothing: they return the grown ca
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -325,24 +326,26 @@ class Transformer(nn.Module):
         """
         memory, src_mask = self.encode(src)
         caches = [KVCache() for _ in self.decoder] if use_cache else None
-        return DecodingState(src.new_zeros(src.size(0), 0), Source(src_mask, self.memory_kv(memory)), caches)
+        layers = [LayerOps.of(layer) for layer in self.decoder] if use_cache else None
+        return DecodingState(src.new_zeros(src.size(0), 0), Source.of(src_mask, self.memory_kv(memory)), caches, layers)
 
     def step(self, tokens: Tensor, state: "DecodingState") -> Tensor:
         """Feed the newest token of each hypothesis, tokens (N,): log-probabilities (N, V).
 
         Advances `state` in place: its prefix, and each layer's cache as soon as the layer has run, so
         that the old cache is freed then (a new state per step would hold every layer's old and new
-        cache at once, about a cache more of peak memory).
+        cache at once, about a cache more of peak memory). With the cache, each layer runs
+        `layer_step` (inference only: no dropout).
         """
         state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
         src = state.source
         if state.caches is None:
-            x = self.decode(state.prefix, src.kv, src.mask)[0][:, -1:]  # (N, 1, D)
+            x = self.decode(state.prefix, src.kv, src.mask)[0][:, -1]  # (N, D)
         else:
-            x = self.embed_tokens(tokens[:, None], start=state.prefix.size(1) - 1)  # (N, 1, D)
-            for i, (layer, kv) in enumerate(zip(self.decoder, src.kv)):
-                x, state.caches[i], _ = layer(x, kv, src.mask, cache=state.caches[i])
-        logits = self.output_logits(x)[:, -1].float()  # (N, V), a tensor of our own
+            x = self.embed_tokens(tokens[:, None], start=state.prefix.size(1) - 1)[:, 0]  # (N, D)
+            for i, (ops, kv) in enumerate(zip(state.layers, src.kv)):
+                x, state.caches[i] = layer_step(ops, x, kv, src, state.caches[i])
+        logits = self.output_logits(x).float()  # (N, V), a tensor of our own
         # In place: one (N, V) buffer less to allocate (and page in) per step.
         return torch.log_softmax(logits, -1, out=logits)
 
@@ -350,6 +353,84 @@ class Transformer(nn.Module):
         """Teacher-forced cross-attention weights of every decoder layer, each (B, H, T, S), for plots."""
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, self.memory_kv(memory), src_mask, need_weights=True)[1]
+
+
+class LayerOps(NamedTuple):
+    """A decoder layer's parts as plain functions, for `layer_step`: looked up once per batch
+    (`start_decoding`) rather than at every step, and called without nn.Module's call machinery, which
+    costs microseconds per call, as much as the arithmetic of a layer with a few rows."""
+
+    n_heads: int
+    pre_norm: bool
+    self_norm: Callable[[Tensor], Tensor]
+    qkv: Optional[Callable[[Tensor], Tensor]]  # q|k|v in one product (nmt.kernels.fuse_self_attention), or None
+    q: Callable[[Tensor], Tensor]
+    k: Callable[[Tensor], Tensor]
+    v: Callable[[Tensor], Tensor]
+    out: Callable[[Tensor], Tensor]
+    cross_norm: Callable[[Tensor], Tensor]
+    cross_q: Callable[[Tensor], Tensor]
+    cross_out: Callable[[Tensor], Tensor]
+    ffn_norm: Callable[[Tensor], Tensor]
+    fc1: Callable[[Tensor], Tensor]
+    fc2: Callable[[Tensor], Tensor]
+
+    @classmethod
+    def of(cls, layer: DecoderLayer) -> "LayerOps":
+        attn, cross, ffn = layer.self_attn, layer.cross_attn, layer.ffn
+        qkv = getattr(attn, "qkv_proj", None)
+        return cls(attn.n_heads, layer.self_block.pre_norm, direct(layer.self_block.norm),
+                   None if qkv is None else direct(qkv), direct(attn.q_proj), direct(attn.k_proj),
+                   direct(attn.v_proj), direct(attn.out_proj), direct(layer.cross_block.norm),
+                   direct(cross.q_proj), direct(cross.out_proj), direct(layer.ffn_block.norm), direct(ffn.fc1),
+                   direct(ffn.fc2))
+
+
+def direct(module: nn.Module) -> Callable[[Tensor], Tensor]:
+    """`module`'s function, called without nn.Module.__call__ (so without hooks): nn.Linear and nn.LayerNorm
+    as their torch function with the parameters bound, other modules as their bound `forward`."""
+    if type(module) is nn.Linear:
+        return functools.partial(F.linear, weight=module.weight, bias=module.bias)
+    if type(module) is nn.LayerNorm:
+        return functools.partial(torch.layer_norm, normalized_shape=module.normalized_shape, weight=module.weight,
+                                 bias=module.bias, eps=module.eps)
+    return module.forward
+
+
+def layer_step(ops: LayerOps, x: Tensor, memory_kv: tuple[Tensor, Tensor], source: "Source",
+               cache: "KVCache") -> tuple[Tensor, "KVCache"]:
+    """One decoding step of a decoder layer: x (N, D), the newest position of each hypothesis -> (N, D),
+    and `cache` with the position's keys/values appended.
+
+    `DecoderLayer.forward` with a cache, on the same shapes and so with the same arithmetic, in fewer
+    tensor operations: rows of (N, D) rather than (N, 1, D), no dropout (inference only), and the
+    source mask as an additive bias made once per source. Tests compare it with the uncached decoder,
+    which runs `DecoderLayer.forward`.
+    """
+    N, D = x.shape
+    H = ops.n_heads
+    h = ops.self_norm(x) if ops.pre_norm else x
+    if ops.qkv is not None:
+        q, k, v = ops.qkv(h).view(N, 3, H, 1, D // H).unbind(1)  # (N, H, 1, Dh) each
+    else:
+        q, k, v = (proj(h).view(N, H, 1, D // H) for proj in (ops.q, ops.k, ops.v))
+    cache = cache.append(k, v)
+    y = F.scaled_dot_product_attention(q, cache.k, cache.v)  # (N, H, 1, Dh)
+    x = residual(ops, ops.self_norm, x, ops.out(y.view(N, D)))
+
+    h = ops.cross_norm(x) if ops.pre_norm else x
+    k, v = memory_kv  # (B', H, S, Dh), one row per `source.group` consecutive hypotheses
+    q = ops.cross_q(h).view(k.size(0), N // k.size(0), H, D // H).transpose(1, 2)  # (B', H, N / B', Dh)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=source.bias)  # (B', H, N / B', Dh)
+    x = residual(ops, ops.cross_norm, x, ops.cross_out(y.transpose(1, 2).reshape(N, D)))
+
+    h = ops.ffn_norm(x) if ops.pre_norm else x
+    return residual(ops, ops.ffn_norm, x, ops.fc2(F.relu(ops.fc1(h), inplace=True))), cache
+
+
+def residual(ops: LayerOps, norm: Callable[[Tensor], Tensor], x: Tensor, y: Tensor) -> Tensor:
+    """`Sublayer`'s residual connection around a computed y = fn(norm(x)) or fn(x), without dropout."""
+    return x + y if ops.pre_norm else norm(x + y)
 
 
 def append_positions(cache: Tensor, new: Tensor, order: Optional[Tensor] = None) -> Tensor:
@@ -382,7 +463,7 @@ class KVCache:
     def select(self, index: Tensor) -> "KVCache":
         if self.k is None:
             return self
-        return replace(self, order=index if self.order is None else self.order.index_select(0, index))
+        return KVCache(self.k, self.v, index if self.order is None else self.order.index_select(0, index))
 
     def append(self, k: Tensor, v: Tensor) -> "KVCache":
         """This cache (its pending selection applied) with new positions k, v (N, H, T, Dh) appended."""
@@ -393,18 +474,30 @@ class KVCache:
 
 @dataclass(frozen=True)
 class Source:
-    """The encoded source: mask (B', 1, 1, S) and each decoder layer's cross-attention keys/values
-    (B', H, S, Dh), with one row per `group` consecutive hypotheses (a sentence's beams share it)."""
+    """The encoded source: mask (B', 1, 1, S), the same as an additive attention bias, and each decoder
+    layer's cross-attention keys/values (B', H, S, Dh), with one row per `group` consecutive hypotheses
+    (a sentence's beams share it)."""
 
     mask: Tensor
+    bias: Tensor  # 0 where the mask allows, -inf elsewhere: what attention makes of a boolean mask each call
     kv: list[tuple[Tensor, Tensor]]
     group: int = 1
 
+    @classmethod
+    def of(cls, mask: Tensor, kv: list[tuple[Tensor, Tensor]]) -> "Source":
+        k = kv[0][0]
+        bias = torch.zeros(mask.shape, dtype=k.dtype, device=k.device).masked_fill_(~mask, float("-inf"))
+        return cls(mask, bias, kv)
+
     def select(self, index: Tensor) -> "Source":
         """Follow a selection of hypotheses `index` (N',); with group > 1 it lists whole groups, as
-        beam search's reordering does, so the sentences are every group-th entry."""
+        beam search's reordering does, so the sentences are every group-th entry. Beam search keeps
+        the same sentences at most steps: then nothing is copied."""
         sentences = index if self.group == 1 else index[:: self.group] // self.group
-        return Source(self.mask.index_select(0, sentences),
+        n = self.mask.size(0)
+        if sentences.numel() == n and torch.equal(sentences, torch.arange(n, device=sentences.device)):
+            return self
+        return Source(self.mask.index_select(0, sentences), self.bias.index_select(0, sentences),
                       [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.kv], self.group)
 
     def expand(self, k: int) -> "Source":
@@ -419,11 +512,12 @@ class DecodingState:
     prefix: Tensor  # (N, t) tokens fed so far, BOS first
     source: Source
     caches: Optional[list[KVCache]]  # one per decoder layer; None: recompute the prefix each step
+    layers: Optional[list[LayerOps]] = None  # with the caches: what each layer's step runs
 
     def select(self, index: Tensor) -> "DecodingState":
         """Keep hypotheses `index` (N',): reorder, drop or repeat rows. The one place that knows the layout."""
         caches = None if self.caches is None else [c.select(index) for c in self.caches]
-        return DecodingState(self.prefix.index_select(0, index), self.source.select(index), caches)
+        return DecodingState(self.prefix.index_select(0, index), self.source.select(index), caches, self.layers)
 
     def expand(self, k: int) -> "DecodingState":
         """Each hypothesis becomes k consecutive ones (beam search after its first step); the source is
@@ -432,7 +526,7 @@ class DecodingState:
             return self
         index = torch.arange(self.prefix.size(0), device=self.prefix.device).repeat_interleave(k)
         caches = None if self.caches is None else [c.select(index) for c in self.caches]
-        return DecodingState(self.prefix.index_select(0, index), self.source.expand(k), caches)
+        return DecodingState(self.prefix.index_select(0, index), self.source.expand(k), caches, self.layers)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -107,25 +107,56 @@ def max_lengths(src: Tensor, a: float, b: int, max_positions: int) -> Tensor:
 
 
 def beam_step(scores: Tensor, log_probs: Tensor, n: int | None = None,
-              inplace: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+              chunk: int = 64) -> tuple[Tensor, Tensor, Tensor]:
     """Best 2K (or `n`) continuations of each sentence's K beams.
 
     scores (B, K) running totals; log_probs (B, K, V) of the next token.
     Returns candidate scores, source beams and tokens, each (B, 2K), best first.
     Twice the beam, so that K candidates remain after the ones ending in EOS are set aside.
     Without `n`, at most K*V candidates; with `n`, exactly n (the missing ones -inf).
-    `inplace`: add the scores into `log_probs` (saves a pass over B*K*V numbers).
+    Over a large vocabulary the candidates are found in two passes (`top_totals_by_chunks`, tokens in
+    chunks of `chunk`), otherwise with one top-k over all K*V totals: the same candidates.
     """
     B, K, V = log_probs.shape
     pad_to = n
     n = 2 * K if n is None else n
-    total = (log_probs.add_(scores[:, :, None]) if inplace else scores[:, :, None] + log_probs).view(B, K * V)
-    cand_scores, flat = total.topk(min(n, K * V), dim=1)  # (B, n)
-    if pad_to is not None and cand_scores.size(1) < n:
-        pad = n - cand_scores.size(1)
+    m = min(n, K * V)
+    if K * V >= 4 * m * chunk:
+        cand_scores, flat = top_totals_by_chunks(scores, log_probs, m, chunk)  # (B, m)
+    else:
+        cand_scores, flat = (scores[:, :, None] + log_probs).view(B, K * V).topk(m, dim=1)  # (B, m)
+    if pad_to is not None and m < n:
+        pad = n - m
         cand_scores = torch.cat([cand_scores, cand_scores.new_full((B, pad), float("-inf"))], dim=1)
         flat = torch.cat([flat, flat.new_zeros(B, pad)], dim=1)
     return cand_scores, torch.div(flat, V, rounding_mode="floor"), flat % V
+
+
+def top_totals_by_chunks(scores: Tensor, log_probs: Tensor, n: int, chunk: int) -> tuple[Tensor, Tensor]:
+    """The n best totals scores[b, k] + log_probs[b, k, v] of each sentence b, best first, and their
+    indices k * V + v: each (B, n). scores (B, K), log_probs (B, K, V).
+
+    First the maximum of each chunk of `chunk` tokens of a beam (a vectorised max, ~15x cheaper per
+    number than a top-k over them all on the CPUs we measured), then the best n chunks of each
+    sentence, then the best n of their tokens. The n best totals lie in the n best chunks: a chunk's
+    best total is its maximum plus its beam's score (float addition is monotonic), and is at least
+    each of its tokens' totals. The totals are the same sums as a top-k over all of them would see.
+    """
+    B, K, V = log_probs.shape
+    whole = V // chunk * chunk
+    maxima = log_probs[:, :, :whole].view(B, K, -1, chunk).amax(-1)  # (B, K, V // chunk)
+    if whole < V:  # the last, shorter chunk
+        maxima = torch.cat([maxima, log_probs[:, :, whole:].amax(-1, keepdim=True)], dim=2)
+    n_chunks = maxima.size(2)
+    best = (maxima + scores[:, :, None]).view(B, K * n_chunks).topk(n, dim=1).indices  # (B, n) chunks
+    beams, starts = best // n_chunks, best % n_chunks * chunk  # (B, n)
+    tokens = starts[:, :, None] + torch.arange(chunk, device=best.device)  # (B, n, chunk)
+    outside = tokens >= V  # past the end of the last chunk
+    tokens = tokens.masked_fill(outside, 0)
+    index = (beams[:, :, None] * V + tokens).view(B, n * chunk)  # (B, n * chunk)
+    totals = log_probs.view(B, K * V).gather(1, index).view(B, n, chunk) + scores.gather(1, beams)[:, :, None]
+    cand_scores, pick = totals.masked_fill_(outside, float("-inf")).view(B, n * chunk).topk(n, dim=1)
+    return cand_scores, index.gather(1, pick)
 
 
 def restrict_tokens(log_probs: Tensor, at_limit: Tensor) -> Tensor:
@@ -151,8 +182,9 @@ def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: i
     # K beams after it.
     state = model.start_decoding(src)
     width = 1  # hypotheses per sentence in the state
-    limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions)  # (B,)
+    limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, max_positions)  # (b,) of the active sentences
     rows = torch.arange(B, device=device)  # sentence of each active sentence slot
+    first_rows = rows[:, None] * K  # (b, 1): each active sentence's first row in the state, after the first step
     tokens = torch.full((B,), BOS, dtype=torch.long, device=device)
     history = src.new_zeros(B, K, 0)
     scores = torch.full((B, K), float("-inf"), device=device)
@@ -162,24 +194,25 @@ def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: i
     t = 0
     while rows.numel():
         b = rows.numel()
-        log_probs = restrict_tokens(model.step(tokens, state).view(b, width, -1), limits[rows] <= t)
-        cand_scores, cand_beams, cand_tokens = beam_step(scores[:, :width], log_probs, 2 * K, inplace=True)  # (b, 2K)
+        at_limit = limits <= t  # (b,)
+        log_probs = restrict_tokens(model.step(tokens, state).view(b, width, -1), at_limit)
+        cand_scores, cand_beams, cand_tokens = beam_step(scores[:, :width], log_probs, 2 * K)  # (b, 2K)
         n_finished += finalize(finished, rows, history, cand_scores, cand_beams, cand_tokens, t, cfg)
         scores, beams, tokens = select_alive(cand_scores, cand_beams, cand_tokens, K)  # (b, K)
-        history = torch.cat([history.gather(1, beams[:, :, None].expand(-1, -1, history.size(2))),
-                             tokens[:, :, None]], dim=2)  # (b, K, t+1)
-        done = n_finished >= K
-        done |= limits[rows] <= t
-        done |= torch.isinf(scores).all(1)
+        history = torch.cat([history.gather(1, beams[:, :, None].expand(-1, -1, t)), tokens[:, :, None]], dim=2)
+        done = (n_finished >= K).logical_or_(at_limit).logical_or_(torch.isinf(scores).all(1))
         keep = (~done).nonzero().flatten()  # (b',)
+        shrink = keep.numel() < b
+        if shrink:  # sentences leave the batch
+            rows, scores, history, beams, tokens, n_finished, limits = (
+                x[keep] for x in (rows, scores, history, beams, tokens, n_finished, limits))
+            first_rows = first_rows[: keep.numel()]
         if width < K:  # after the shared first step: each kept sentence's row becomes its K beams
-            state = (state.select(keep) if keep.numel() < b else state).expand(K)
+            state = (state.select(keep) if shrink else state).expand(K)
             width = K
-        else:
-            order = (keep[:, None] * K + beams[keep]).flatten()  # (b' * K,) rows of the state to carry on
-            state = state.select(order)
-        rows, scores, history, tokens = rows[keep], scores[keep], history[keep], tokens[keep].flatten()
-        n_finished = n_finished[keep]
+        else:  # the rows of the state that the kept beams continue
+            state = state.select(((keep[:, None] * K if shrink else first_rows) + beams).flatten())
+        tokens = tokens.flatten()
         t += 1
     return [sorted(hyps, key=lambda h: -h.score)[: cfg.nbest] for hyps in finished]
 
@@ -212,12 +245,10 @@ def finalize(finished: list[list[Hypothesis]], rows: Tensor, history: Tensor, ca
 
 def select_alive(cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, K: int) -> tuple[Tensor, Tensor, Tensor]:
     """The best K candidates that do not end in EOS: scores, source beams, tokens, each (b, K)."""
-    n = cand_tokens.size(1)
-    # Rank EOS candidates after all others, keeping the score order within each group.
-    rank = (cand_tokens == EOS).long() * n + torch.arange(n, device=cand_tokens.device)
-    pick = rank.topk(K, dim=1, largest=False).indices.sort(dim=1).values  # (b, K)
-    scores = cand_scores.gather(1, pick)
-    scores = scores.masked_fill(cand_tokens.gather(1, pick) == EOS, float("-inf"))
+    is_eos = cand_tokens == EOS
+    # A stable sort puts the other candidates first, each group in its score order.
+    pick = is_eos.byte().sort(dim=1, stable=True).indices[:, :K]  # (b, K)
+    scores = cand_scores.gather(1, pick).masked_fill_(is_eos.gather(1, pick), float("-inf"))
     return scores, cand_beams.gather(1, pick), cand_tokens.gather(1, pick)
 
 
@@ -285,7 +316,24 @@ def one_by_one(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: in
 @torch.inference_mode()
 def greedy_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Arg-max decoding of src (B, S); one hypothesis per sentence."""
-    return one_by_one(model, src, cfg, max_positions, 1, lambda log_probs, rows: log_probs.max(-1).indices)
+    return one_by_one(model, src, cfg, max_positions, 1, lambda log_probs, rows: argmax_by_chunks(log_probs))
+
+
+def argmax_by_chunks(x: Tensor, chunk: int = 64) -> Tensor:
+    """`x.argmax(-1)` of x (N, V), the first of equal maxima, found in two passes over a large V: the
+    maximum of each chunk of `chunk` numbers (a vectorised max, ~10x cheaper per number than argmax on
+    the CPUs we measured), then the first position of the maximum in the first chunk that holds it. (N,)"""
+    N, V = x.shape
+    if V < 4 * chunk:
+        return x.argmax(-1)
+    whole = V // chunk * chunk
+    maxima = x[:, :whole].view(N, -1, chunk).amax(-1)  # (N, V // chunk)
+    if whole < V:  # the last, shorter chunk
+        maxima = torch.cat([maxima, x[:, whole:].amax(-1, keepdim=True)], dim=1)
+    index = maxima.argmax(-1, keepdim=True) * chunk + torch.arange(chunk, device=x.device)  # (N, chunk)
+    outside = index >= V
+    values = x.gather(1, index.masked_fill(outside, 0)).masked_fill_(outside, float("-inf"))
+    return index.gather(1, values.argmax(-1, keepdim=True)).squeeze(1)
 
 
 @torch.inference_mode()

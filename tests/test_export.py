@@ -315,7 +315,9 @@ def test_int8_quantises_every_linear_and_the_output_projection(tiny_checkpoint):
     n_linear = sum(type(m) is torch.nn.Linear for m in model.modules())
     q = prepare_model(model, "int8")
     assert not [m for m in q.modules() if "Linear" in type(m).__name__ and not isinstance(m, Int8Linear)]
-    assert sum(isinstance(m, Int8Linear) for m in q.modules()) == n_linear + 1
+    # + the output projection, + each decoder layer's fused q|k|v projection (nmt.kernels.fuse_self_attention)
+    assert sum(isinstance(m, Int8Linear) for m in q.modules()) == n_linear + 1 + len(q.decoder)
+    assert all(isinstance(layer.self_attn.qkv_proj, Int8Linear) for layer in q.decoder)
     assert isinstance(q.output_proj, Int8Linear)
     plain = prepare_model(checkpoint.build_model(checkpoint.load(tiny_checkpoint)), "int8", int8_output=False)
     assert plain.output_proj is None
@@ -378,14 +380,14 @@ def test_translate_cli_int8(tiny_checkpoint, tmp_path, sample_lines):
 
 
 def test_packed_model_computes_the_same_log_probs(tiny_checkpoint, sample_lines):
-    from nmt.kernels import PackedLinear, onednn_available
+    from nmt.kernels import PackedLinear, onednn_available, pack_every_layer
 
     if not onednn_available():
         pytest.skip("this torch has no oneDNN")
     plain = checkpoint.build_model(checkpoint.load(tiny_checkpoint))
     packed = prepare_model(checkpoint.build_model(checkpoint.load(tiny_checkpoint)), "fp32")
     assert isinstance(packed.output_proj, PackedLinear)
-    assert not [m for m in packed.modules() if type(m) is torch.nn.Linear]
+    assert bool([m for m in packed.modules() if type(m) is torch.nn.Linear]) != pack_every_layer()
     src, tgt = torch.tensor([[5, 6, 7, 8, EOS]]), torch.tensor([[BOS, 9, 10, 11]])
     with torch.inference_mode():
         torch.testing.assert_close(packed(src, tgt), plain(src, tgt), atol=1e-4, rtol=1e-4)

@@ -15,6 +15,7 @@ from nmt.config import ModelConfig
 from nmt.model import Transformer
 from nmt.search import (
     SearchConfig,
+    argmax_by_chunks,
     beam_search,
     beam_step,
     greedy_search,
@@ -23,6 +24,7 @@ from nmt.search import (
     restrict_tokens,
     search,
     select_alive,
+    top_totals_by_chunks,
 )
 
 A, B_ = 4, 5  # the tokens "a" and "b"
@@ -313,6 +315,50 @@ def test_beam_step_candidate_count(K, Vs, n):
     assert cand_scores.shape == (1, n)
     assert (beams < K).all() and (tokens < Vs).all()
     assert (cand_scores[:, :-1] >= cand_scores[:, 1:]).all()
+
+
+def test_top_totals_by_chunks_hand_computed():
+    # V = 5 in chunks of 2: [0, 1], [2, 3] and the shorter [4].
+    scores = torch.tensor([[-1.0, -2.0]])
+    log_probs = torch.tensor([[[-0.5, -3.0, -0.2, -4.0, -0.1],  # totals -1.5 -4.0 -1.2 -5.0 -1.1
+                               [-0.3, -0.4, -5.0, -0.6, -2.5]]])  # totals -2.3 -2.4 -7.0 -2.6 -4.5
+    # Chunk maxima + score: beam 0: -1.5, -1.2, -1.1; beam 1: -2.3, -2.6, -4.5. The best 4 chunks are
+    # beam 0's three and beam 1's first; their tokens' best 4 totals are the best 4 of all ten.
+    cand_scores, flat = top_totals_by_chunks(scores, log_probs, 4, chunk=2)
+    torch.testing.assert_close(cand_scores, torch.tensor([[-1.1, -1.2, -1.5, -2.3]]), atol=1e-6, rtol=0)
+    assert flat.tolist() == [[4, 2, 0, 5]]  # beam * V + token
+
+
+@pytest.mark.parametrize("B, K, V, n, chunk", [(3, 4, 1000, 8, 64), (2, 4, 1024, 8, 64), (5, 1, 700, 8, 16),
+                                               (2, 3, 97, 6, 4), (4, 2, 50, 5, 3)])
+def test_beam_step_two_passes_equal_one_top_k(B, K, V, n, chunk):
+    g = torch.Generator().manual_seed(B * V + n)
+    log_probs = torch.randn(B, K, V, generator=g).log_softmax(-1)
+    scores = -torch.rand(B, K, generator=g) * 3
+    scores[0, 1:] = NEG_INF  # dead beams (as at the first step, or when too few candidates were alive)
+    log_probs[-1, :, :] = NEG_INF  # a sentence at its limit: EOS only
+    log_probs[-1, :, EOS] = torch.tensor([-0.5] * K)
+    assert K * V >= 4 * n * chunk  # beam_step takes the two passes
+    one = (scores[:, :, None] + log_probs).view(B, K * V).topk(min(n, K * V), dim=1)
+    two = top_totals_by_chunks(scores, log_probs, n, chunk)
+    assert torch.equal(two[0], one.values)  # the same sums, not just close
+    finite = torch.isfinite(one.values)  # the order of equal (-inf, or ties) candidates is arbitrary
+    assert torch.equal(two[1][finite], one.indices[finite])
+    assert (two[1] >= 0).all() and (two[1] < K * V).all()
+    cand_scores, beams, tokens = beam_step(scores, log_probs, n, chunk=chunk)
+    assert torch.equal(cand_scores, one.values) and torch.equal((beams * V + tokens)[finite], one.indices[finite])
+
+
+@pytest.mark.parametrize("V, chunk", [(17, 4), (16, 4), (300, 64), (10, 4)])
+def test_argmax_by_chunks(V, chunk):
+    g = torch.Generator().manual_seed(V)
+    x = torch.randn(6, V, generator=g)
+    x[1, [3, 4]] = 9.0  # a tie across two chunks: the first one wins, as with argmax
+    x[2, [5, 6]] = 9.0  # a tie within a chunk
+    x[3, V - 1] = 9.0  # in the last (maybe shorter) chunk
+    x[4] = NEG_INF  # nothing possible: position 0, as argmax
+    assert argmax_by_chunks(x, chunk).tolist() == x.argmax(-1).tolist()
+    assert argmax_by_chunks(x, chunk)[1:5].tolist() == [3, 5, V - 1, 0]
 
 
 def test_select_alive_skips_eos():
