@@ -299,8 +299,11 @@ def test_translate_output_keeps_the_old_file_when_interrupted(tiny_checkpoint, t
     """Ctrl-C while stdin is still open: the earlier file stays as it was and no temporary file is left."""
     out = tmp_path / "out.de"
     out.write_text("earlier\n")
+    # A suite started in the background of a script (`make test &`) inherits SIGINT ignored, as the shell
+    # wants for background jobs; Python then keeps ignoring it. Ctrl-C reaches a foreground nmt: so here.
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "-m", str(tiny_checkpoint), "-o", str(out)],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stdin.write(b"A dog runs.\n")
     proc.stdin.flush()
     deadline = time.monotonic() + 120

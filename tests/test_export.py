@@ -353,7 +353,7 @@ def test_output_projection_module_computes_the_same_logits(tiny_checkpoint):
 
 
 @pytest.mark.parametrize("precision, device, message", [
-    ("fp16", "cpu", "needs a GPU"), ("bf16", "cpu", "needs a GPU"), ("fp64", "cpu", "use one of"),
+    ("fp16", "cpu", "needs a GPU"), ("fp64", "cpu", "use one of"),
 ])
 def test_precision_errors(tiny_checkpoint, precision, device, message):
     with pytest.raises(ConfigError, match=message):
