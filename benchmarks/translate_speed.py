@@ -1,9 +1,10 @@
-"""Translation speed on the CPU: nmt (fp32, int8, without the KV cache) against CTranslate2 (fp32, int8).
+"""Translation speed on the CPU: nmt (fp32, int8, without the KV cache) against CTranslate2 (fp32, int8),
+offline (the whole test set in length-sorted batches) and in the small batches a server sees.
 
 Run by hand (results go to docs/benchmarks-translate.md):
 
     .venv/bin/python benchmarks/translate_speed.py --model /tmp/m30k-small/averaged.pt \\
-        --ct2 /tmp/m30k-small/ct2 --threads 1 --repeats 3
+        --ct2 /tmp/m30k-small/ct2 --threads 1 --repeats 3 --batch-sizes 1 8 32 --baseline /tmp/nmt-before
 
 Every (engine, beam) measurement runs in its own subprocess, so that its peak RSS is its own; the
 measurements are interleaved (round after round over all engines), so that noise from other work on
@@ -14,6 +15,12 @@ the same per-sentence output limit 1.5 |x| + 10, the same length-sorted batches 
 source tokens and <= --batch-size sentences. Timed: encode (BPE) + search + decode of the whole test
 set, model loading excluded (reported separately, as is the time to the first translated line of
 `nmt translate`). BLEU: sacreBLEU 13a, cased, against the reference.
+
+`--batch-sizes 1 8 32`: beam 4 on chunks of that many consecutive lines (one `translate_chunk` call
+each, as `nmt serve` translates the requests it merged), for the `--sweep-engines`; the table gives
+sentences/s and the share of lines translated exactly as offline. `--baseline DIR`: the nmt engines
+also run from the `nmt` package in DIR (e.g. `git archive OLD_COMMIT nmt | tar -x -C DIR`), as
+ENGINE@base, in the same interleaved rounds, for before/after ratios measured under the same load.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ ENGINES = {
     "ct2-int8": "CTranslate2 int8 (compute_type=int8)",
 }
 DEFAULT_ENGINES = ["nmt-fp32", "nmt-fp32-mkl", "nmt-int8", "nmt-int8-linear", "nmt-nocache", "ct2-fp32", "ct2-int8"]
+BASE = "@base"  # suffix of an engine run from the --baseline source tree
 
 
 def read_text(path: Path) -> list[str]:
@@ -74,7 +82,7 @@ def measure(args) -> dict:
         torch.set_num_threads(args.threads)
     lines = read_text(Path(args.src))[: args.lines or None]
     cfg = SearchConfig(beam=args.beam, lenpen=args.lenpen, lenpen_type="power", max_len_a=1.5, max_len_b=10)
-    engine = args.worker
+    engine = args.worker.removesuffix(BASE)
     t0 = time.perf_counter()
     if engine.startswith("ct2"):
         from nmt.export import CTranslate2Translator
@@ -88,19 +96,22 @@ def measure(args) -> dict:
         translator = Translator(Path(args.model), cfg, max_tokens=args.max_tokens, max_sentences=args.batch_size,
                                 precision=precision, pack=engine not in ("nmt-fp32-mkl", "nmt-int8-linear"))
         if engine == "nmt-int8-linear":
-            from nmt.translate import quantize_int8
+            from nmt.kernels import quantize_int8
 
             translator.model = quantize_int8(translator.model, output=False)
         if engine == "nmt-nocache":
             translator.model = NoCache(translator.model)
     load = time.perf_counter() - t0
     translator.translate_chunk(lines[:8])  # warm-up: first-call allocations, lazy initialisation
+    chunk = args.chunk or len(lines)
+    out = []
     t0, c0 = time.perf_counter(), time.process_time()
-    out = translator.translate_chunk(lines)
+    for start in range(0, len(lines), chunk):  # offline: one chunk; a sweep: one chunk per batch
+        out += translator.translate_chunk(lines[start : start + chunk])
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     tokens = sum(len(t.hypotheses[0][1].tokens) + 1 for t in out if t.hypotheses)  # + EOS: a decoding step each
-    return {"engine": engine, "beam": args.beam, "seconds": seconds, "cpu_seconds": cpu_seconds, "load_seconds": load,
-            "sentences": len(lines),
+    return {"engine": engine, "beam": args.beam, "chunk": args.chunk, "seconds": seconds, "cpu_seconds": cpu_seconds,
+            "load_seconds": load, "sentences": len(lines),
             "target_tokens": tokens, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "hyps": [t.text for t in out]}
 
@@ -130,11 +141,18 @@ def help_seconds() -> float:
 # -- the driver --------------------------------------------------------------------------------------
 
 
-def run_worker(args, engine: str, beam: int) -> dict:
+def run_worker(args, engine: str, beam: int, chunk: int = 0) -> dict:
+    """One measurement in a fresh process; `chunk`: lines per translate_chunk call (0: all at once)."""
+    lines = args.sweep_lines if chunk and args.sweep_lines else args.lines
     cmd = [sys.executable, __file__, "--worker", engine, "--beam", str(beam), "--model", str(args.model),
-           "--ct2", str(args.ct2), "--src", str(args.src), "--threads", str(args.threads), "--lines", str(args.lines),
-           "--lenpen", str(args.lenpen), "--max-tokens", str(args.max_tokens), "--batch-size", str(args.batch_size)]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)} if args.threads > 0 else None
+           "--ct2", str(args.ct2), "--src", str(args.src), "--threads", str(args.threads), "--lines", str(lines),
+           "--lenpen", str(args.lenpen), "--max-tokens", str(args.max_tokens),
+           "--batch-size", str(chunk or args.batch_size), "--chunk", str(chunk)]
+    env = dict(os.environ)
+    if args.threads > 0:
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    if engine.endswith(BASE):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(args.baseline), env.get("PYTHONPATH")) if p)
     done = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -159,10 +177,19 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported")
     p.add_argument("--lines", type=int, default=0, help="translate only the first N lines (0: all)")
     p.add_argument("--max-tokens", type=int, default=4096)
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=128, help="sentences per batch, offline")
+    p.add_argument("--batch-sizes", nargs="*", type=int, default=[],
+                   help="also translate chunks of this many lines each (beam --sweep-beam), as a server does")
+    p.add_argument("--sweep-engines", nargs="+", default=["nmt-fp32", "nmt-int8", "ct2-int8"], choices=list(ENGINES))
+    p.add_argument("--sweep-beam", type=int, default=4)
+    p.add_argument("--sweep-lines", type=int, default=0, help="lines of the batch-size sweep (0: as --lines)")
+    p.add_argument("--baseline", type=Path, help="folder holding an older `nmt` package: its engines run too, as ENGINE@base")
+    p.add_argument("--baseline-engines", nargs="+", default=["nmt-fp32", "nmt-int8"], choices=list(ENGINES))
+    p.add_argument("--no-startup", action="store_true", help="skip the start-up measurements")
     p.add_argument("--json", type=Path, help="write all measurements here")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--beam", type=int, default=4, help=argparse.SUPPRESS)
+    p.add_argument("--chunk", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
     args.src = args.src or args.data / "test_2016_flickr.en.gz"
     args.ref = args.ref or args.data / "test_2016_flickr.de.gz"
@@ -171,59 +198,87 @@ def main() -> None:
         return
     if args.model is None:
         p.error("--model is required")
-    if any(e.startswith("ct2") for e in args.engines) and not (args.ct2 and (args.ct2 / "model.bin").exists()):
+    engines = with_baseline(args.engines, args)
+    sweep_engines = with_baseline(args.sweep_engines, args) if args.batch_sizes else []
+    if any(e.startswith("ct2") for e in engines + sweep_engines) and not (args.ct2 and (args.ct2 / "model.bin").exists()):
         from nmt.export import export_ctranslate2
 
         args.ct2 = args.ct2 or args.model.with_suffix(".ct2")
         export_ctranslate2(args.model, args.ct2, force=True)
     refs = read_text(args.ref)
-    runs: dict[tuple[str, int], list[dict]] = {}
-    for r in range(args.repeats):
-        for beam in args.beams:
-            for engine in args.engines:
-                m = run_worker(args, engine, beam)
-                runs.setdefault((engine, beam), []).append(m)
-                print(f"round {r + 1} beam {beam} {engine:16s} {m['seconds']:7.2f}s {m['peak_rss_mb']:6.0f} MB",
-                      file=sys.stderr, flush=True)
-    rows = []
-    for (engine, beam), ms in runs.items():
-        cpu = statistics.median(m["cpu_seconds"] for m in ms)
-        last = ms[-1]
-        rows.append({"engine": engine, "beam": beam, "cpu_seconds": cpu, "all_cpu_seconds": [m["cpu_seconds"] for m in ms],
-                     "wall_seconds": statistics.median(m["seconds"] for m in ms),
-                     "sentences_per_s": last["sentences"] / cpu, "tokens_per_s": last["target_tokens"] / cpu,
-                     "target_tokens": last["target_tokens"], "peak_rss_mb": max(m["peak_rss_mb"] for m in ms),
-                     "load_seconds": statistics.median(m["load_seconds"] for m in ms), "bleu": bleu(last["hyps"], refs),
-                     "same_as_nmt_fp32": None})
-    reference = {r["beam"]: runs[("nmt-fp32", r["beam"])][-1]["hyps"] for r in rows if ("nmt-fp32", r["beam"]) in runs}
+    plan = [(engine, beam, 0) for beam in args.beams for engine in engines]
+    plan += [(engine, args.sweep_beam, chunk) for chunk in args.batch_sizes for engine in sweep_engines]
+    runs: dict[tuple[str, int, int], list[dict]] = {}
+    for r in range(args.repeats):  # interleaved: every measurement once per round
+        for engine, beam, chunk in plan:
+            m = run_worker(args, engine, beam, chunk)
+            runs.setdefault((engine, beam, chunk), []).append(m)
+            print(f"round {r + 1} beam {beam} {'batches of ' + str(chunk) if chunk else 'offline':15s} {engine:20s} "
+                  f"{m['cpu_seconds']:7.2f} CPU s {m['peak_rss_mb']:6.0f} MB", file=sys.stderr, flush=True)
+    rows = [summary(key, ms, refs) for key, ms in runs.items()]
+    offline = {(r["engine"], r["beam"]): runs[(r["engine"], r["beam"], 0)][-1]["hyps"] for r in rows if not r["chunk"]}
     for r in rows:
-        if r["beam"] in reference:
-            hyps = runs[(r["engine"], r["beam"])][-1]["hyps"]
-            r["same_as_nmt_fp32"] = sum(a == b for a, b in zip(hyps, reference[r["beam"]])) / len(hyps)
-    startup = {"help_s": help_seconds(),
-               "first_line_fp32_s": time_to_first_line(args.model, ["--beam", "4"], args.threads),
-               "first_line_int8_s": time_to_first_line(args.model, ["--beam", "4", "--int8"], args.threads)}
+        hyps = runs[(r["engine"], r["beam"], r["chunk"])][-1]["hyps"]
+        reference = offline.get(("nmt-fp32", r["beam"]))
+        r["same_as_nmt_fp32"] = same_share(hyps, reference) if reference else None
+        r["same_as_offline"] = same_share(hyps, offline[(r["engine"], r["beam"])]) if r["chunk"] and (
+            r["engine"], r["beam"]) in offline else None
+    startup = {} if args.no_startup else {
+        "help_s": help_seconds(), "first_line_fp32_s": time_to_first_line(args.model, ["--beam", "4"], args.threads),
+        "first_line_int8_s": time_to_first_line(args.model, ["--beam", "4", "--int8"], args.threads)}
     import ctranslate2
     import torch
 
     info = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "threads": args.threads,
-            "torch": torch.__version__, "ctranslate2": ctranslate2.__version__, "lines": args.lines or len(refs),
-            "lenpen": args.lenpen, "repeats": args.repeats}
-    print_table(rows, startup, info)
+            "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "ctranslate2": ctranslate2.__version__, "lines": args.lines or len(refs),
+            "sweep_lines": args.sweep_lines or args.lines or len(refs), "lenpen": args.lenpen, "repeats": args.repeats,
+            "baseline": str(args.baseline) if args.baseline else None}
+    print_table([r for r in rows if not r["chunk"]], startup, info)
+    print_sweep([r for r in rows if r["chunk"]], info)
     if args.json:
         args.json.write_text(json.dumps({"info": info, "startup": startup, "rows": rows}, indent=2) + "\n")
 
 
+def with_baseline(engines: list[str], args) -> list[str]:
+    """The engines, and with --baseline each of --baseline-engines among them again as ENGINE@base."""
+    if not args.baseline:
+        return list(engines)
+    return list(engines) + [e + BASE for e in engines if e in args.baseline_engines]
+
+
+def summary(key: tuple[str, int, int], ms: list[dict], refs: list[str]) -> dict:
+    """One table row: the median of the rounds, BLEU of the last round."""
+    engine, beam, chunk = key
+    cpu = statistics.median(m["cpu_seconds"] for m in ms)
+    last = ms[-1]
+    return {"engine": engine, "beam": beam, "chunk": chunk, "cpu_seconds": cpu,
+            "all_cpu_seconds": [m["cpu_seconds"] for m in ms], "wall_seconds": statistics.median(m["seconds"] for m in ms),
+            "sentences": last["sentences"], "sentences_per_s": last["sentences"] / cpu,
+            "tokens_per_s": last["target_tokens"] / cpu, "target_tokens": last["target_tokens"],
+            "peak_rss_mb": max(m["peak_rss_mb"] for m in ms),
+            "load_seconds": statistics.median(m["load_seconds"] for m in ms), "bleu": bleu(last["hyps"], refs)}
+
+
+def same_share(hyps: list[str], reference: list[str]) -> float:
+    """Share of `hyps` equal to the line of `reference` at the same position."""
+    return sum(a == b for a, b in zip(hyps, reference)) / len(hyps)
+
+
+def engine_order(name: str) -> tuple[int, bool]:
+    return list(ENGINES).index(name.removesuffix(BASE)), name.endswith(BASE)
+
+
 def print_table(rows: list[dict], startup: dict, info: dict) -> None:
     print(f"{info['lines']} sentences, {info['threads']} thread(s) per engine, median of {info['repeats']} interleaved "
-          f"rounds; rates per CPU-second of the process; torch {info['torch']}, ctranslate2 {info['ctranslate2']}, "
-          f"{info['cpus']} CPUs ({info['machine']})")
+          f"rounds; rates per CPU-second of the process; torch {info['torch']} ({info['cpu_capability']}), "
+          f"ctranslate2 {info['ctranslate2']}, {info['cpus']} CPUs ({info['machine']})")
     print()
     print("| engine | beam | sentences/s | target tokens/s | CPU s (rounds) | wall s | peak RSS MB | BLEU | = nmt fp32 |")
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
-    for r in sorted(rows, key=lambda r: (-r["beam"], list(ENGINES).index(r["engine"]))):
+    for r in sorted(rows, key=lambda r: (-r["beam"], engine_order(r["engine"]))):
         rounds = ", ".join(f"{s:.1f}" for s in r["all_cpu_seconds"])
-        same = f"{100 * r['same_as_nmt_fp32']:.0f}%" if r["same_as_nmt_fp32"] is not None else ""
+        same = f"{100 * r['same_as_nmt_fp32']:.1f}%" if r["same_as_nmt_fp32"] is not None else ""
         print(f"| {r['engine']} | {r['beam']} | {r['sentences_per_s']:.1f} | {r['tokens_per_s']:.0f} | "
               f"{r['cpu_seconds']:.2f} ({rounds}) | {r['wall_seconds']:.2f} | {r['peak_rss_mb']:.0f} | {r['bleu']:.2f} | {same} |")
     by = {(r["engine"], r["beam"]): r["cpu_seconds"] for r in rows}
@@ -236,8 +291,38 @@ def print_table(rows: list[dict], startup: dict, info: dict) -> None:
               f"{ratio('nmt-fp32', 'nmt-int8')} (over unpacked fp32: {ratio('nmt-fp32-mkl', 'nmt-int8')}); "
               f"nmt int8 / CTranslate2 int8 time {ratio('nmt-int8', 'ct2-int8')}; pre-packing speed-up "
               f"{ratio('nmt-fp32-mkl', 'nmt-fp32')}")
-    print(f"- start-up: `nmt --help` {startup['help_s']:.2f}s; `nmt translate` to the first translated line "
-          f"{startup['first_line_fp32_s']:.2f}s (fp32), {startup['first_line_int8_s']:.2f}s (--int8), wall clock")
+        if info["baseline"]:
+            print(f"- beam {beam}, against {info['baseline']} (time before / after): fp32 "
+                  f"{ratio('nmt-fp32' + BASE, 'nmt-fp32')}, int8 {ratio('nmt-int8' + BASE, 'nmt-int8')}")
+    if startup:
+        print(f"- start-up: `nmt --help` {startup['help_s']:.2f}s; `nmt translate` to the first translated line "
+              f"{startup['first_line_fp32_s']:.2f}s (fp32), {startup['first_line_int8_s']:.2f}s (--int8), wall clock")
+
+
+def print_sweep(rows: list[dict], info: dict) -> None:
+    """Sentences/s on chunks of C lines, and the share of lines translated as offline."""
+    if not rows:
+        return
+    print()
+    print(f"Batches of C lines (one translate_chunk call each, as `nmt serve` makes them), beam {rows[0]['beam']}, "
+          f"first {rows[0]['sentences']} lines, median of {info['repeats']} interleaved rounds, per CPU-second:")
+    print()
+    print("| engine | C | sentences/s | CPU s (rounds) | BLEU | = offline | = nmt fp32 offline |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for r in sorted(rows, key=lambda r: (r["chunk"], engine_order(r["engine"]))):
+        rounds = ", ".join(f"{s:.1f}" for s in r["all_cpu_seconds"])
+        same = [f"{100 * r[k]:.1f}%" if r[k] is not None else "" for k in ("same_as_offline", "same_as_nmt_fp32")]
+        print(f"| {r['engine']} | {r['chunk']} | {r['sentences_per_s']:.1f} | {r['cpu_seconds']:.2f} ({rounds}) | "
+              f"{r['bleu']:.2f} | {same[0]} | {same[1]} |")
+    by = {(r["engine"], r["chunk"]): r["cpu_seconds"] for r in rows}
+    print()
+    for chunk in sorted({r["chunk"] for r in rows}):
+        parts = [f"{e} {by[(e + BASE, chunk)] / by[(e, chunk)]:.2f}x" for e in ENGINES if (e, chunk) in by and
+                 (e + BASE, chunk) in by]
+        versus = [f"{e} / ct2-int8 time {by[(e, chunk)] / by[('ct2-int8', chunk)]:.2f}x" for e in ("nmt-fp32", "nmt-int8")
+                  if (e, chunk) in by and ("ct2-int8", chunk) in by]
+        print(f"- batches of {chunk}: speed-up over the baseline (time before / after): {', '.join(parts) or 'n/a'}; "
+              f"{', '.join(versus) or ''}")
 
 
 if __name__ == "__main__":
