@@ -34,6 +34,10 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
+# The longest end-to-end tests (fine-tuning, the gpu-check smoke run), which `make test` leaves out; CI runs both.
+test-long: install
+	$(PY) -m pytest -q -m long
+
 # Both directions of Multi30k (en-de, de-en), one core each, ~75 minutes: docs/results-multi30k.md
 multi30k: install
 	NMT=$(VENV)/bin/nmt MIRROR=$(MIRROR) recipes/multi30k.sh $(MULTI30K_OUT)

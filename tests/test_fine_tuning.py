@@ -64,6 +64,7 @@ def question_bleu(model: Path, domains: dict[str, Path]) -> float:
     return next(s["score"] for s in json.loads(r.stdout)["scores"] if s["metric"] == "BLEU 13a cased")
 
 
+@pytest.mark.long
 def test_fine_tuning_on_questions_raises_their_bleu(domains):
     root = domains["root"]
     # The new data is encoded with the checkpoint's own BPE model, read from the checkpoint.
@@ -84,6 +85,7 @@ def test_fine_tuning_on_questions_raises_their_bleu(domains):
     assert after > before + 5 and after > scratch + 5
 
 
+@pytest.mark.long
 def test_fine_tuning_keeps_or_resets_the_optimizer_and_schedule(domains, tmp_path):
     base = checkpoint.load(domains["base"])
     data = tmp_path / "data"

@@ -41,6 +41,7 @@ def summary_table(report: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_cpu_smoke_lists_every_check_and_a_failed_tolerance_fails_the_run(gpu_check, tmp_path, capsys):
     # --min-loss-drop 0.99 cannot be met: the precision check fails, the others pass, the exit code says so.
     work, report = tmp_path / "work", tmp_path / "report.md"
