@@ -226,6 +226,11 @@ class Check:
     commands: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def conclude(self, parts: list[str], nothing: str) -> None:
+        """Status from the table's result column (under the header row), summary from `parts`."""
+        self.status = combine([row[1] for row in self.table[1:]])
+        self.summary = "; ".join(parts) or nothing
+
 
 def combine(statuses: list[str]) -> str:
     """A check's status from its parts': FAIL if any failed, else PASS if any passed, else SKIP."""
@@ -516,12 +521,11 @@ def check_translate(ctx: Context) -> Check:
         return check
     reference = list(read_lines(cpu_out))
     check.table = [["precision", "result", "lines", "differing lines", "agreement", "BLEU vs CPU", "seconds", "note"]]
-    statuses, parts = [], []
+    parts = []
     for precision in ("fp32", "fp16", "bf16"):
         why = unavailable(precision, ctx, "translation")
         if why:
             check.table.append([precision, SKIP, "", "", "", "", "", why])
-            statuses.append(SKIP)
             continue
         if gpu:
             ran, out = translate(precision, "--gpus", "1", "--precision", precision)
@@ -529,10 +533,8 @@ def check_translate(ctx: Context) -> Check:
             out = cpu_out  # no GPU: the comparison itself is what runs
         status, row, part = translation_row(precision, ran, out, reference, ctx.tol)
         check.table.append(row)
-        statuses.append(status)
         parts.append(part)
-    check.status = combine(statuses)
-    check.summary = "; ".join(parts) or "nothing compared"
+    check.conclude(parts, "nothing compared")
     check.notes = [f"Model: {ctx.fp32_model} (the precision check's fp32 run); input: the first "
                    f"{ctx.scale.test_lines} lines of the sample test set; beam 4 (nmt's default).",
                    f"PASS: fp32 at most {ctx.tol.fp32_max_differing:.0%} of the lines differ from the CPU's; "
@@ -567,13 +569,12 @@ def check_throughput(ctx: Context) -> Check:
     check = Check("throughput", title)
     check.table = [["precision", "result", "target tok/s", "s/update", "whole run tok/s", "final loss",
                     "skipped updates", "note"]]
-    statuses, parts = [], []
+    parts = []
     precisions = ("bf16", "fp16") if ctx.scale.device == "cuda" else ("fp32", "bf16", "fp16")
     for precision in precisions:
         why = unavailable(precision, ctx, "training")
         if why:
             check.table.append([precision, SKIP, "", "", "", "", "", why])
-            statuses.append(SKIP)
             continue
         out = ctx.work / f"throughput-{precision}"
         ran = ctx.run(f"throughput-{precision}", train_command(
@@ -582,10 +583,8 @@ def check_throughput(ctx: Context) -> Check:
         check.commands.append(ran.shell())
         status, row, part = throughput_row(precision, ran, out, ctx.scale.throughput_from)
         check.table.append(row)
-        statuses.append(status)
         parts.append(part)
-    check.status = combine(statuses)
-    check.summary = "; ".join(parts) or "nothing timed"
+    check.conclude(parts, "nothing timed")
     check.notes = [f"{ctx.scale.throughput_updates} updates of the {preset} preset on the sample data (its BPE "
                    f"vocabulary of {VOCAB_SIZE:,}: the output layer is smaller than with WMT's 37,000, so expect "
                    "fewer tokens/s there); timed from logged update "
