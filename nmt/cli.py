@@ -19,7 +19,9 @@ import typer
 from typer.core import TyperGroup
 from typing_extensions import Annotated
 
+from nmt.config import FilterConfig, InferenceConfig, ModelConfig, Overrides, SearchConfig, TrainConfig
 from nmt.errors import NmtError, os_error_message
+from nmt.options import with_config_options
 
 
 def is_torch_io_error(e: BaseException) -> bool:
@@ -116,20 +118,13 @@ def main_options(debug: Annotated[bool, typer.Option("--debug", help="Show trace
         DEBUG["on"] = True
 
 
-# -- shared option types -------------------------------------------------------------------------
+# -- shared options ------------------------------------------------------------------------------
+# The options of the config classes (nmt.config) are generated from their declarations by
+# nmt.options; these are the few that set no config field.
 
-Threads = Annotated[int, typer.Option("--threads", help="CPU threads for torch (0: torch's default).")]
 EncodeThreads = Annotated[int, typer.Option("--threads", help="youtokentome threads (0: all cores).")]
-Gpus = Annotated[int, typer.Option("--gpus", help="GPUs to use (0: CPU).")]
 ModelPaths = Annotated[List[Path], typer.Option("--model", "-m", help="Checkpoint (.pt) from train or average; "
                                                 "repeat for an ensemble (models of one BPE vocabulary).")]
-Beam = Annotated[int, typer.Option("--beam", help="Beam size; 1 is greedy search.")]
-Lenpen = Annotated[float, typer.Option("--lenpen", help="Length penalty alpha; 0: no length normalisation.")]
-LenpenType = Annotated[str, typer.Option("--lenpen-type", help="gnmt: ((5+len)/6)^alpha; power: len^alpha.")]
-MaxLenA = Annotated[float, typer.Option("--max-len-a", help="Output limit a*|x|+b: the a (BPE tokens).")]
-MaxLenB = Annotated[int, typer.Option("--max-len-b", help="Output limit a*|x|+b: the b.")]
-MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Source tokens per translation batch.")]
-BatchSize = Annotated[int, typer.Option("--batch-size", help="Sentences per translation batch at most.")]
 
 
 def set_threads(threads: int) -> None:
@@ -165,42 +160,11 @@ def write_stdout(text: str) -> None:
         raise OutputError(os_error_message(e, "stdout", "cannot write the results")) from None
 
 
-def inference_precision(precision: str, int8: bool) -> str:
-    """--precision, with --int8 as its shorthand (translate, serve); ConfigError when the two disagree."""
-    from nmt.errors import ConfigError
-
-    if not int8:
-        return precision
-    if precision not in ("fp32", "int8"):
-        raise ConfigError(f"--int8 contradicts --precision {precision}; give one of them")
-    return "int8"
-
-
-def make_translator(model: list[Path], beam: int, lenpen: float, lenpen_type: str, max_len_a: float, max_len_b: int,
-                    max_tokens: int, batch_size: int, gpus: int, nbest: int = 1, precision: str = "fp32",
-                    progress=None, **sampling):
-    """The translator of `translate` and `eval`, from their shared options (`sampling`: SearchConfig's
-    sampling fields)."""
-    from nmt.console import err, plain_logger
-    from nmt.device import precision_warning, select_device
-    from nmt.search import SearchConfig
-    from nmt.translate import Translator
-
-    cfg = SearchConfig(beam=beam, lenpen=lenpen, lenpen_type=lenpen_type, max_len_a=max_len_a,
-                       max_len_b=max_len_b, nbest=nbest, **sampling)
-    device = select_device(gpus)
-    warning = precision_warning(precision, device)
-    if warning:
-        err.print(warning, markup=False)
-    return Translator(model, cfg, device=str(device), max_tokens=max_tokens, max_sentences=batch_size,
-                      progress=progress or plain_logger(), precision=precision)
-
-
 # -- commands ------------------------------------------------------------------------------------
 
 
-@app.command(epilog="Example: nmt bpe --train data/train.en data/train.de --vocab-size 37000 --out run/bpe.model")
-def bpe(
+@app.command("bpe", epilog="Example: nmt bpe --train data/train.en data/train.de --vocab-size 37000 --out run/bpe.model")
+def bpe_command(
     train: Annotated[List[Path], typer.Option("--train", help="Text files (plain or .gz); list several after one --train.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the BPE model.")],
     more: Annotated[Optional[List[Path]], typer.Argument(help="More training files.", show_default=False)] = None,
@@ -219,130 +183,78 @@ def bpe(
     err.print(f"BPE model with {tok.vocab_size:,} tokens written to {out}")
 
 
-@app.command(epilog="Example: nmt prepare --bpe run/bpe.model --train data/train --valid data/valid --src en --tgt de --out run/data")
-def prepare(
+@app.command("prepare", epilog="Example: nmt prepare --bpe run/bpe.model --train data/train --valid data/valid "
+                                "--src en --tgt de --out run/data")
+@with_config_options({"filters": FilterConfig})
+def prepare_command(
     bpe_model: Annotated[Path, typer.Option("--bpe", help="BPE model from `nmt bpe`, or a checkpoint (.pt) whose "
                          "BPE model to use (to fine-tune it on this data).")],
     train: Annotated[str, typer.Option("--train", help="Path prefix: PREFIX.SRC and PREFIX.TGT (plain or .gz).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the binarized data.")],
     src: Annotated[str, typer.Option("--src", help="Source language suffix.")],
     tgt: Annotated[str, typer.Option("--tgt", help="Target language suffix.")],
+    filters: Overrides[FilterConfig],
     valid: Annotated[Optional[str], typer.Option("--valid", help="Validation path prefix.")] = None,
     test: Annotated[Optional[str], typer.Option("--test", help="Test path prefix.")] = None,
-    min_len: Annotated[int, typer.Option("--min-len", help="Drop training pairs with a side shorter than this (BPE tokens).")] = 3,
-    max_len: Annotated[int, typer.Option("--max-len", help="Drop training pairs with a side longer than this.")] = 150,
-    max_ratio: Annotated[float, typer.Option("--max-ratio", help="Drop training pairs whose length ratio exceeds this.")] = 2.0,
-    dedup: Annotated[bool, typer.Option("--dedup/--no-dedup", help="Drop repeated training pairs.")] = True,
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Pairs encoded per chunk.")] = 100_000,
     threads: EncodeThreads = 0,
 ) -> None:
     """Encode parallel text with BPE, filter it, and write the binary training data; prints the filter report (JSON)."""
-    from nmt.console import progress_display
-    from nmt.dataset import FilterConfig, prepare as run_prepare
-
     from nmt.bpe import Tokenizer
+    from nmt.console import progress_display
+    from nmt.dataset import prepare
     from nmt.files import is_checkpoint_file
 
-    filters = FilterConfig(min_len=min_len, max_len=max_len, max_ratio=max_ratio, dedup=dedup)
     bpe: Path | Tokenizer = bpe_model
     if is_checkpoint_file(bpe_model):
         from nmt.checkpoint import bpe_model_bytes  # imports torch: only for a checkpoint
 
         bpe = Tokenizer(bpe_model_bytes(bpe_model), str(bpe_model))
     with progress_display() as report:
-        reports = run_prepare(bpe, out, src, tgt, train, valid, test, filters=filters,
-                              threads=threads or -1, chunk_size=chunk_size, progress=report)
+        reports = prepare(bpe, out, src, tgt, train, valid, test, filters=filters.apply(),
+                          threads=threads or -1, chunk_size=chunk_size, progress=report)
     print(json.dumps({split: asdict(r) for split, r in reports.items()}, indent=2))  # the filter report is the result
 
 
-# `nmt train` options named otherwise than their config field; the options that set no field.
-TRAIN_OPTION_FIELDS = {"heads": "n_heads"}
-TRAIN_LAUNCH_OPTIONS = {"data", "out", "preset", "gpus", "nproc", "threads", "layers", "config", "print_config"}
-
-
-@app.command(epilog="Example: nmt train --data run/data --out run --preset base --gpus 8   "
-                     "(multi-node: torchrun ... -m nmt train ..., see docs/training.md)")
-def train(
+@app.command("train", epilog="Example: nmt train --data run/data --out run --preset base --gpus 8   "
+                              "(multi-node: torchrun ... -m nmt train ..., see docs/training.md)")
+@with_config_options({"model": ModelConfig, "train": TrainConfig})
+def train_command(
     data: Annotated[Path, typer.Option("--data", help="Folder from `nmt prepare`.")],
     out: Annotated[Path, typer.Option("--out", help="Run folder: checkpoints and log; rerun to resume.")],
-    preset: Annotated[Optional[str], typer.Option("--preset", help="tiny, small, multi30k, base or big (default base; on resume: the run's).")] = None,
+    model: Overrides[ModelConfig],
+    train: Overrides[TrainConfig],
+    preset: Annotated[Optional[str], typer.Option("--preset", help="tiny, small, multi30k, base or big (default base; "
+                                                  "on resume: the run's).")] = None,
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs of this machine, one worker process each (0: CPU). "
                                       "Under torchrun: >0 puts each process on GPU LOCAL_RANK.")] = 0,
     nproc: Annotated[int, typer.Option("--nproc", help="CPU worker processes (gloo), for CPU training and tests.")] = 1,
     threads: Annotated[int, typer.Option("--threads", help="CPU threads per process (0: torch's default; "
                                          "with --nproc N: cores / N).")] = 0,
-    precision: Annotated[Optional[str], typer.Option("--precision", help="auto (CUDA: bf16, or fp16 with loss scaling; "
-                                                     "CPU: bf16 where native and d_model >= 512, else fp32), fp32, bf16 or fp16.")] = None,
-    d_model: Annotated[Optional[int], typer.Option("--d-model")] = None,
-    heads: Annotated[Optional[int], typer.Option("--heads")] = None,
-    layers: Annotated[Optional[int], typer.Option("--layers", help="Encoder and decoder layers.")] = None,
-    encoder_layers: Annotated[Optional[int], typer.Option("--encoder-layers")] = None,
-    decoder_layers: Annotated[Optional[int], typer.Option("--decoder-layers")] = None,
-    d_ff: Annotated[Optional[int], typer.Option("--d-ff")] = None,
-    dropout: Annotated[Optional[float], typer.Option("--dropout")] = None,
-    attention_dropout: Annotated[Optional[float], typer.Option("--attention-dropout")] = None,
-    activation_dropout: Annotated[Optional[float], typer.Option("--activation-dropout")] = None,
-    max_positions: Annotated[Optional[int], typer.Option("--max-positions")] = None,
-    positions: Annotated[Optional[str], typer.Option("--positions", help="sinusoidal or learned.")] = None,
-    norm: Annotated[Optional[str], typer.Option("--norm", help="pre or post LayerNorm.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Target tokens per batch (per process).")] = None,
-    update_tokens: Annotated[Optional[int], typer.Option("--update-tokens", help="Target tokens per update, summed over "
-                                                         "accumulation steps and processes.")] = None,
-    lr_factor: Annotated[Optional[float], typer.Option("--lr-factor")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup")] = None,
-    label_smoothing: Annotated[Optional[float], typer.Option("--label-smoothing")] = None,
-    clip_norm: Annotated[Optional[float], typer.Option("--clip-norm", help="0: no clipping.")] = None,
-    max_updates: Annotated[Optional[int], typer.Option("--max-updates")] = None,
-    max_epochs: Annotated[Optional[int], typer.Option("--max-epochs", help="0: no limit.")] = None,
-    max_time: Annotated[Optional[float], typer.Option("--max-time", help="Seconds; 0: no limit.")] = None,
-    max_bad_updates: Annotated[Optional[int], typer.Option("--max-bad-updates", help="Stop after this many updates "
-                                                           "in a row with a NaN/inf loss (each is skipped).")] = None,
-    save_interval: Annotated[Optional[int], typer.Option("--save-interval", help="Updates between checkpoints.")] = None,
-    keep_last: Annotated[Optional[int], typer.Option("--keep-last", help="Step checkpoints kept.")] = None,
-    valid_interval: Annotated[Optional[int], typer.Option("--valid-interval", help="Updates between validations.")] = None,
-    valid_bleu_sentences: Annotated[Optional[int], typer.Option("--valid-bleu-sentences", help="Validation sentences "
-                                                                "translated for BLEU (0: loss only).")] = None,
-    valid_beam: Annotated[Optional[int], typer.Option("--valid-beam", help="Beam of the validation translations "
-                                                      "(1: greedy).")] = None,
-    patience: Annotated[Optional[int], typer.Option("--patience", help="Stop after N validations without a BLEU "
-                                                    "improvement (0: never).")] = None,
-    log_interval: Annotated[Optional[int], typer.Option("--log-interval")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed")] = None,
-    adam_betas: Annotated[Optional[Tuple[float, float]], typer.Option("--adam-betas", help="Adam's beta1 beta2.")] = None,
-    adam_eps: Annotated[Optional[float], typer.Option("--adam-eps")] = None,
-    init_from: Annotated[Optional[str], typer.Option("--init-from", help="Fine-tune: start a new run from this "
-                         "checkpoint's weights and architecture (its BPE must be the data's: nmt prepare --bpe CKPT).")] = None,
-    reset_optimizer: Annotated[Optional[bool], typer.Option("--reset-optimizer/--no-reset-optimizer", help="With "
-                               "--init-from: a fresh Adam (default), or keep the checkpoint's moments.")] = None,
-    reset_lr_scheduler: Annotated[Optional[bool], typer.Option("--reset-lr-scheduler/--no-reset-lr-scheduler", help="With "
-                                  "--init-from: warm up from update 0 (default), or continue its schedule.")] = None,
+    layers: Annotated[Optional[int], typer.Option("--layers", help="Encoder and decoder layers (--encoder-layers "
+                                                  "and --decoder-layers win over it).", rich_help_panel="Model")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML file of [model] and [train] fields (and "
                       "preset); the options given here override it. RUN/config.toml of a run is one.")] = None,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved configuration (TOML) "
                             "and exit without training.")] = False,
 ) -> None:
     """Train a Transformer (or resume the run in --out), on the CPU, GPUs or several machines."""
-    from nmt.config import ModelConfig, TrainConfig, overrides, read_config_file, to_toml
+    from nmt.config import ConfigFile, read_config_file, to_toml
     from nmt.console import err, progress_display
-    from nmt.train import plan, train as run_train
+    from nmt.train import plan, train as run
 
-    # Every other option sets the config field of its name (--heads: n_heads); tests/test_cli.py
-    # checks that the options and the fields agree.
-    options = dict(locals())
     set_threads(threads)
-    file_preset, file_model, file_train = read_config_file(config) if config else (None, {}, {})
-    preset = preset or file_preset
-    # --layers sets both stacks; --encoder-layers / --decoder-layers win over it
-    stacks = {"encoder_layers": encoder_layers or layers, "decoder_layers": decoder_layers or layers}
-    model_overrides = {**file_model, **overrides(ModelConfig, {**options, **stacks}, renamed=TRAIN_OPTION_FIELDS)}
-    train_overrides = {**file_train, **overrides(TrainConfig, options)}
+    file = read_config_file(config) if config else ConfigFile.EMPTY
+    chosen = preset or file.preset
+    stacks = Overrides(ModelConfig, {"encoder_layers": layers, "decoder_layers": layers})
+    model = file.model | stacks | model  # the command line over the file; --encoder-layers over --layers
+    train = file.train | train
     if print_config:
-        model_cfg, train_cfg, _ = plan(data, out, preset, model_overrides, train_overrides)
+        model_cfg, train_cfg, _ = plan(data, out, chosen, model, train)
         print(to_toml(model_cfg, train_cfg), end="")
         return
     with progress_display() as report:
-        result = run_train(data, out, preset, model_overrides, train_overrides, gpus=gpus,
-                           progress=report, nproc=nproc, threads=threads)
+        result = run(data, out, chosen, model, train, gpus=gpus, progress=report, nproc=nproc, threads=threads)
     if result.rank != 0:  # under torchrun every process returns here; rank 0 speaks for the run
         return
     valid = f", valid loss {result.valid_loss:.3f}" if result.valid_loss is not None else ""
@@ -351,8 +263,8 @@ def train(
               f"{valid}; stopped by {result.stopped or 'request'}; last checkpoint {result.checkpoint}")
 
 
-@app.command(epilog="Example: nmt average run --last 5 --out run/averaged.pt")
-def average(
+@app.command("average", epilog="Example: nmt average run --last 5 --out run/averaged.pt")
+def average_command(
     inputs: Annotated[List[Path], typer.Argument(help="A run folder (with --last N) or checkpoint files.")],
     out: Annotated[Path, typer.Option("--out", help="Averaged checkpoint to write.")],
     last: Annotated[Optional[int], typer.Option("--last", help="Average the newest N step checkpoints of the run folder.")] = None,
@@ -360,7 +272,6 @@ def average(
     """Average the parameters of several checkpoints into one."""
     from nmt import checkpoint
     from nmt.console import err
-
     from nmt.files import check_output_file
 
     check_output_file(out, "--out")
@@ -369,47 +280,31 @@ def average(
     err.print(f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {out}")
 
 
-@app.command(epilog="Example: cat news.en | nmt translate --model run/averaged.pt --beam 4 > news.de")
-def translate(
+@app.command("translate", epilog="Example: cat news.en | nmt translate --model run/averaged.pt --beam 4 > news.de")
+@with_config_options({"search": SearchConfig, "inference": InferenceConfig})
+def translate_command(
     model: ModelPaths,
+    search: Overrides[SearchConfig],
+    inference: Overrides[InferenceConfig],
     input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout; it "
                                                    "appears, whole, when the last line is translated.")] = None,
-    beam: Beam = 4,
-    lenpen: Lenpen = 0.6,
-    lenpen_type: LenpenType = "gnmt",
-    nbest: Annotated[int, typer.Option("--nbest", help="Print N hypotheses per line: LINE\\tRANK\\tSCORE\\tLOGPROB\\tTEXT.")] = 1,
-    max_len_a: MaxLenA = 1.5,
-    max_len_b: MaxLenB = 10,
-    max_tokens: MaxTokens = 4096,
-    batch_size: BatchSize = 128,
-    gpus: Gpus = 0,
-    threads: Threads = 0,
-    precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 (GPU); bf16 (GPU, or a CPU with native bf16); int8 (CPU, same as --int8).")] = "fp32",
-    int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation of the linear layers (faster, ~same BLEU).")] = False,
     attention: Annotated[Optional[Path], typer.Option("--attention", help="Also write cross-attention heatmaps "
                          "(PNG, one per line and layer, a panel per head) to this folder; needs matplotlib.")] = None,
-    sampling: Annotated[bool, typer.Option("--sampling", help="Draw each token at random instead of searching "
-                                           "(back-translation); --nbest N draws N translations per line.")] = False,
-    topk: Annotated[int, typer.Option("--topk", help="Sampling: among the k likeliest tokens only (0: all).")] = 0,
-    topp: Annotated[float, typer.Option("--topp", help="Sampling: among the likeliest tokens whose probability "
-                                        "reaches p (nucleus; 1: all).")] = 1.0,
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling: < 1 sharper, > 1 flatter.")] = 1.0,
-    seed: Annotated[int, typer.Option("--seed", help="Sampling: the same seed draws the same translations.")] = 1,
     alignments: Annotated[bool, typer.Option("--alignments", help="Also print word alignments from the last layer's "
                           "cross-attention, Pharaoh format: TEXT ||| 0-0 1-2 ... (n-best: an extra column).")] = False,
 ) -> None:
     """Translate stdin to stdout, one output line per input line, streaming."""
+    from nmt.attention import pharaoh
     from nmt.console import plain_logger
     from nmt.errors import ConfigError
-    from nmt.attention import pharaoh
     from nmt.files import atomic_write, check_output_file, open_binary, resolve_text
-    from nmt.translate import format_nbest, read_chunks
+    from nmt.translate import Translator, format_nbest, read_chunks
 
     if output:
         check_output_file(output, "--output")
-    precision = inference_precision(precision, int8)
-    set_threads(threads)
+    options = inference.apply()
+    set_threads(options.threads)
     log = plain_logger()
     if attention:
         from nmt.attention import require_matplotlib, write_heatmaps
@@ -417,9 +312,8 @@ def translate(
         require_matplotlib()  # fail before translating anything
     if (attention or alignments) and len(model) > 1:
         raise ConfigError("--attention and --alignments read one model's attention; give one --model, not an ensemble")
-    translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus,
-                                 nbest=nbest, precision=precision, progress=log, sampling=sampling, topk=topk,
-                                 topp=topp, temperature=temperature, seed=seed)
+    translator = Translator.open(model, search, options, progress=log)
+    nbest = translator.search_cfg.nbest
     stream = open_binary(resolve_text(input)) if input else stdin_bytes()
     try:
         with atomic_write(output, "w") if output else contextlib.nullcontext() as out_file:
@@ -440,9 +334,12 @@ def translate(
 
 @app.command("eval", epilog="Example: nmt eval --model run/averaged.pt --src test.en --ref test.de --json   "
                             "|   nmt eval --ref test.de --hyp base.de --hyp new.de --paired-bs")
-def evaluate(
+@with_config_options({"search": SearchConfig, "inference": InferenceConfig})
+def eval_command(
     ref: Annotated[List[Path], typer.Option("--ref", help="Reference translations, one per line; repeat for "
                                             "several references per line.")],
+    search: Overrides[SearchConfig],
+    inference: Overrides[InferenceConfig],
     model: Annotated[Optional[List[Path]], typer.Option("--model", "-m", help="Checkpoint to translate --src with; "
                                                         "repeat for an ensemble.")] = None,
     src: Annotated[Optional[Path], typer.Option("--src", help="Source file to translate.")] = None,
@@ -453,23 +350,15 @@ def evaluate(
     paired_bs: Annotated[bool, typer.Option("--paired-bs", help="Paired bootstrap resampling (sacreBLEU's) of every "
                          "system against the first --hyp, the baseline: BLEU, chrF, TER with p-values.")] = False,
     paired_bs_n: Annotated[int, typer.Option("--paired-bs-n", help="Bootstrap resamples.")] = 1000,
-    beam: Beam = 4,
-    lenpen: Lenpen = 0.6,
-    lenpen_type: LenpenType = "gnmt",
-    max_len_a: MaxLenA = 1.5,
-    max_len_b: MaxLenB = 10,
-    max_tokens: MaxTokens = 4096,
-    batch_size: BatchSize = 128,
-    gpus: Gpus = 0,
-    threads: Threads = 0,
 ) -> None:
     """Score translations with sacreBLEU (BLEU 13a/intl, cased/uncased, chrF, TER), against one or more references;
     compare systems with paired bootstrap resampling."""
     from nmt.config import INT_MAX, check_range
+    from nmt.console import plain_logger
     from nmt.errors import InputError
     from nmt.evaluate import check_parallel, paired_bootstrap, score, to_json
     from nmt.files import atomic_write, check_output_file, read_lines
-    from nmt.translate import translate_file
+    from nmt.translate import Translator, translate_file
 
     check_range("--paired-bs-n", paired_bs_n, 1, INT_MAX)
     if save_hyp:
@@ -482,8 +371,9 @@ def evaluate(
             raise InputError("--model needs --src: the source file to translate")
         sources = list(read_lines(src))
         check_parallel(sources, refs[0], str(src), ref_names[0])
-        set_threads(threads)
-        translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_tokens, batch_size, gpus)
+        options = inference.apply()
+        set_threads(options.threads)
+        translator = Translator.open(model, search, options, progress=plain_logger())
         translations = translate_file(translator, None, sources)
         systems.append((f"translations of {src}", translations))
         if save_hyp:
@@ -554,8 +444,8 @@ def print_scores(scores) -> None:
     Console(highlight=False, width=200).print(table)
 
 
-@app.command(epilog="Example: nmt demo --out /tmp/nmt-demo")
-def demo(
+@app.command("demo", epilog="Example: nmt demo --out /tmp/nmt-demo")
+def demo_command(
     out: Annotated[Path, typer.Option("--out", help="Folder for the whole run (data, checkpoints, averaged model).")],
     max_updates: Annotated[Optional[int], typer.Option("--max-updates", help="Training updates (default: the demo's).")] = None,
     threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch; the tiny model is fastest on one.")] = 1,
@@ -574,9 +464,9 @@ def demo(
     err.print(f"demo finished in {result.seconds:.0f}s; everything is in {out}")
 
 
-@app.command(epilog="Example: nmt download multi30k --out data/multi30k   or   "
+@app.command("download", epilog="Example: nmt download multi30k --out data/multi30k   or   "
                      "nmt download wmt14 --pair en-fr --out data/wmt14-en-fr")
-def download(
+def download_command(
     name: Annotated[Optional[str], typer.Argument(help="Dataset name (see --list): a family such as wmt14, "
                                                   "or a full name such as wmt14-en-fr.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder.")] = None,
@@ -624,24 +514,16 @@ def download(
     err.print(dl.summary(result))
 
 
-@app.command(epilog="Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s localhost:8080/v1/translate "
-                     "-H 'Content-Type: application/json' -d '{\"text\": \"A man is walking.\"}'")
-def serve(
+@app.command("serve", epilog="Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s "
+                              "localhost:8080/v1/translate -H 'Content-Type: application/json' -d '{\"text\": \"A man is walking.\"}'")
+@with_config_options({"search": SearchConfig, "inference": InferenceConfig})
+def serve_command(
     model: ModelPaths,
+    search: Overrides[SearchConfig],
+    inference: Overrides[InferenceConfig],
     host: Annotated[str, typer.Option("--host", help="Address to listen on (127.0.0.1: this machine only; "
                                       "0.0.0.0: every interface, e.g. behind a reverse proxy).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8080,
-    beam: Beam = 4,
-    lenpen: Lenpen = 0.6,
-    lenpen_type: LenpenType = "gnmt",
-    max_len_a: MaxLenA = 1.5,
-    max_len_b: MaxLenB = 10,
-    gpus: Gpus = 0,
-    threads: Threads = 0,
-    precision: Annotated[str, typer.Option("--precision", help="fp32; fp16 (GPU); bf16 (GPU, or a CPU with native bf16); int8 (CPU).")] = "fp32",
-    int8: Annotated[bool, typer.Option("--int8", help="CPU: dynamic int8 quantisation (same as --precision int8).")] = False,
-    max_batch_tokens: Annotated[int, typer.Option("--max-batch-tokens", help="Source tokens per model batch.")] = 4096,
-    max_batch_sentences: Annotated[int, typer.Option("--max-batch-sentences", help="Lines merged into one batch.")] = 128,
     max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", help="How long a request waits at most for others "
                                                "to join its batch.")] = 50.0,
     quiet_ms: Annotated[float, typer.Option("--quiet-ms", help="A batch goes once no request has come for this "
@@ -656,25 +538,24 @@ def serve(
     from nmt.config import check_range
     from nmt.console import plain_logger
     from nmt.progress import Progress
-    from nmt.serve import ServeConfig, listen, model_info, require_web_stack, serve as run_server
+    from nmt.serve import ServeConfig, listen, model_info, require_web_stack, serve
+    from nmt.translate import Translator
 
     require_web_stack()
     check_range("--port", port, 0, 65535)
-    cfg = ServeConfig(max_batch_sentences=max_batch_sentences, max_batch_tokens=max_batch_tokens,
-                      max_wait_ms=max_wait_ms, quiet_ms=quiet_ms, max_queue=max_queue, max_lines=max_lines, max_chars=max_chars,
-                      timeout=timeout).validate()
-    precision = inference_precision(precision, int8)
-    set_threads(threads)
+    options = inference.apply()
+    cfg = ServeConfig(max_batch_sentences=options.batch_size, max_batch_tokens=options.max_tokens,
+                      max_wait_ms=max_wait_ms, quiet_ms=quiet_ms, max_queue=max_queue, max_lines=max_lines,
+                      max_chars=max_chars, timeout=timeout).validate()
+    set_threads(options.threads)
     sock = listen(host, port)
     log = plain_logger()
-    translator = make_translator(model, beam, lenpen, lenpen_type, max_len_a, max_len_b, max_batch_tokens,
-                                 max_batch_sentences, gpus, precision=precision, progress=log)
-    run_server(translator, model_info(model, translator), cfg, sock,
-               log=lambda message: log(Progress("serve", message=message)))
+    translator = Translator.open(model, search, options, progress=log)
+    serve(translator, model_info(model, translator), cfg, sock, log=lambda message: log(Progress("serve", message=message)))
 
 
-@app.command(epilog="Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model")
-def export(
+@app.command("export", epilog="Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model")
+def export_command(
     model: Annotated[Path, typer.Argument(help="Checkpoint (.pt) from train or average.", show_default=False)],
     out_dir: Annotated[Path, typer.Argument(help="Folder to write the exported model to.", show_default=False)],
     format: Annotated[str, typer.Option("--format", help="Target engine: ctranslate2.")] = "ctranslate2",
@@ -685,9 +566,9 @@ def export(
 ) -> None:
     """Export a checkpoint for another inference engine: a CTranslate2 model folder (needs `pip install ctranslate2`)."""
     from nmt.console import err
-    from nmt.export import describe, export as run_export
+    from nmt.export import describe, export
 
-    result = run_export(format, model, out_dir, quantization=quantization, force=force)
+    result = export(format, model, out_dir, quantization=quantization, force=force)
     err.print(describe(result))
 
 

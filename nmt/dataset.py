@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from nmt.bpe import Tokenizer
-from nmt.config import INT_MAX, check_range
+from nmt.config import INT_MAX, FilterConfig, check_range
 from nmt.errors import ConfigError, DataError, InputError
 from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_text
 from nmt.progress import Progress, ProgressFn, ignore
@@ -45,24 +45,6 @@ _DTYPES = {1: np.dtype("<u2"), 2: np.dtype("<u4")}
 _PARTIAL = ".partial"  # suffix of files still being written; never read
 _OWN_FILES = ("meta.json", "report.json", "bpe.model")
 _STAGING = ".staging"  # a store being written, inside the store's folder (same file system: renames swap it in)
-
-
-@dataclass(frozen=True)
-class FilterConfig:
-    """Training-pair filters; lengths count BPE tokens without specials."""
-
-    min_len: int = 3
-    max_len: int = 150
-    max_ratio: float = 2.0
-    dedup: bool = True
-
-    def validate(self) -> "FilterConfig":
-        check_range("--min-len", self.min_len, 1, INT_MAX)
-        check_range("--max-len", self.max_len, 1, INT_MAX)
-        if self.max_len < self.min_len:
-            raise ConfigError(f"--max-len {self.max_len} is below --min-len {self.min_len}; raise --max-len")
-        check_range("--max-ratio", self.max_ratio, 1.0)  # NaN would silently disable the filter
-        return self
 
 
 @dataclass

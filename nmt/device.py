@@ -7,7 +7,7 @@ import contextlib
 
 import torch
 
-from nmt.config import PRECISIONS, TRAINING_PRECISIONS
+from nmt.config import TRAINING_PRECISIONS, Precision
 from nmt.errors import ConfigError
 
 
@@ -22,11 +22,6 @@ def select_device(gpus: int) -> torch.device:
     if gpus > 1:
         raise ConfigError(f"--gpus {gpus}: this command runs on one GPU; use --gpus 1")
     return torch.device("cuda")
-
-
-def check_name(precision: str, allowed: tuple[str, ...] = PRECISIONS) -> None:
-    if precision not in allowed:
-        raise ConfigError(f"--precision {precision!r}: use one of {', '.join(allowed)}")
 
 
 def native_bf16() -> bool:
@@ -63,54 +58,55 @@ def native_cpu_bf16() -> bool:
     return False
 
 
-def training_precision(requested: str, device: torch.device, d_model: int = 0) -> str:
-    """fp32, bf16 or fp16 for training with `requested` (auto, fp32, bf16, fp16) on `device`.
+def resolve_precision(requested: Precision | str, device: torch.device, *, training: bool = False,
+                      d_model: int = 0) -> Precision:
+    """The number format a command runs in on `device`, from the one requested (auto included): the one
+    place that decides it, for training (`training`) and translation alike.
 
-    auto: on CUDA bf16 where the GPU has it natively, else fp16; on the CPU bf16 only for a native-bf16
-    CPU and a model at least CPU_BF16_MIN_D_MODEL wide (`d_model`), else fp32.
+    auto: on CUDA bf16 where the GPU has it natively, else fp16; on the CPU, for training, bf16 only for a
+    native-bf16 CPU and a model at least CPU_BF16_MIN_D_MODEL wide (`d_model`), else fp32; for
+    translation fp32. fp16 needs CUDA; int8 (dynamic quantisation) is for translation on the CPU.
     """
-    check_name(requested, TRAINING_PRECISIONS)
-    if device.type != "cuda":
-        if requested == "fp16":
+    try:
+        requested = Precision(requested)
+    except ValueError:
+        allowed = TRAINING_PRECISIONS if training else tuple(p.value for p in Precision)
+        raise ConfigError(f"--precision {requested!r}: use one of {', '.join(allowed)}") from None
+    cuda = device.type == "cuda"
+    if requested is Precision.AUTO:
+        if cuda:
+            return Precision.BF16 if native_bf16() else Precision.FP16
+        wide = native_cpu_bf16() and d_model >= CPU_BF16_MIN_D_MODEL
+        return Precision.BF16 if training and wide else Precision.FP32
+    if training and requested is Precision.INT8:
+        raise ConfigError("--precision int8 (dynamic quantisation) is for translation; for training use one of "
+                          + ", ".join(TRAINING_PRECISIONS))
+    if requested is Precision.FP16 and not cuda:
+        if training:
             raise ConfigError("--precision fp16 needs a CUDA GPU (loss scaling is a GPU technique); "
                               "use --precision fp32 or bf16 on the CPU")
-        if requested == "auto":
-            return "bf16" if native_cpu_bf16() and d_model >= CPU_BF16_MIN_D_MODEL else "fp32"
-        return requested
-    if requested == "auto":
-        return "bf16" if native_bf16() else "fp16"
-    if requested == "bf16" and not torch.cuda.is_bf16_supported():
-        raise ConfigError("--precision bf16: this GPU has no bfloat16 support; use --precision fp16 or auto")
+        raise ConfigError("--precision fp16 needs a GPU (--gpus 1); on the CPU use --int8, bf16 or fp32")
+    if requested is Precision.INT8 and cuda:
+        raise ConfigError("--int8 (dynamic int8 quantisation) runs on the CPU only; on a GPU use --precision fp16 or bf16")
+    if requested is Precision.BF16 and cuda and not torch.cuda.is_bf16_supported():
+        raise ConfigError("--precision bf16: this GPU has no bfloat16 support; use --precision fp16"
+                          + (" or auto" if training else ""))
     return requested
 
 
-def precision_warning(precision: str, device: torch.device) -> str:
+def precision_warning(precision: Precision | str, device: torch.device) -> str:
     """A warning for a precision that runs much slower here than fp32 (bf16 on a CPU without it), or ''."""
-    if precision == "bf16" and device.type == "cpu" and not native_cpu_bf16():
+    if precision == Precision.BF16 and device.type == "cpu" and not native_cpu_bf16():
         return ("warning: this CPU has no native bfloat16 (AVX512_BF16 or AMX); --precision bf16 is emulated "
                 "and far slower than fp32 here")
     return ""
 
 
-def inference_precision(requested: str, device: torch.device) -> str:
-    """fp32, fp16, bf16 or int8 for translation: fp16/bf16 on CUDA, bf16 or int8 (dynamic quantisation) on the CPU."""
-    check_name(requested)
-    if requested == "auto":
-        return ("bf16" if native_bf16() else "fp16") if device.type == "cuda" else "fp32"
-    if requested == "fp16" and device.type != "cuda":
-        raise ConfigError("--precision fp16 needs a GPU (--gpus 1); on the CPU use --int8, bf16 or fp32")
-    if requested == "int8" and device.type != "cpu":
-        raise ConfigError("--int8 (dynamic int8 quantisation) runs on the CPU only; on a GPU use --precision fp16 or bf16")
-    if requested == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError("--precision bf16: this GPU does not support bfloat16; use --precision fp16")
-    return requested
-
-
-def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+def autocast(precision: Precision | str, device: torch.device) -> contextlib.AbstractContextManager:
     """Mixed precision for `precision` (fp32: none); weights stay fp32."""
-    if precision == "fp32":
+    if precision == Precision.FP32:
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    dtype = torch.bfloat16 if precision == Precision.BF16 else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from nmt.device import inference_precision
+from nmt.device import resolve_precision
 from nmt.errors import ConfigError
 
 
@@ -29,7 +29,7 @@ def prepare_model(model, precision: str = "fp32", device: str | torch.device = "
     The model is for inference only afterwards.
     """
     device = torch.device(device)
-    precision = inference_precision(precision, device)
+    precision = resolve_precision(precision, device)
     model = model.to(device).eval()
     fuse_self_attention(model)
     if precision == "fp16":

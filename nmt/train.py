@@ -13,10 +13,10 @@ import hashlib
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional, Union
 
 from nmt import checkpoint
-from nmt.config import ModelConfig, TrainConfig, from_dict, from_preset, to_dict
+from nmt.config import ModelConfig, Overrides, TrainConfig, from_dict, from_preset, overrides, to_dict
 from nmt.dataset import data_identity
 from nmt.distributed import Comm, StopSignal, process_group, spawn, torchrun_env, workers
 from nmt.errors import ConfigError, TrainingInterrupted
@@ -25,78 +25,80 @@ from nmt.progress import Progress, ProgressFn, ignore
 from nmt.trainer import Trainer, TrainResult
 
 
-def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model_overrides: dict,
-         train_overrides: dict, progress: ProgressFn = ignore) -> tuple[ModelConfig, TrainConfig, Optional[Path]]:
-    """Final configs and the checkpoint to resume from (None for a new run).
+ModelOverrides = Union[Overrides[ModelConfig], Mapping[str, Any], None]
+TrainOverrides = Union[Overrides[TrainConfig], Mapping[str, Any], None]
+
+
+def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverrides = None,
+         train: TrainOverrides = None, progress: ProgressFn = ignore) -> tuple[ModelConfig, TrainConfig, Optional[Path]]:
+    """Final configs and the checkpoint to resume from (None for a new run), from the options given
+    (`model`, `train`: the fields the user set).
 
     On resume the stored configs are the base: options given now change the training recipe
     (e.g. a larger --max-updates), but a model or data that differs from the stored one is an error.
     Newer checkpoints that cannot resume (a crash truncated them) are set aside, with a warning.
     """
     identity = data_identity(data_dir)
-    model_overrides = {**model_overrides, "vocab_size": identity["vocab_size"]}
+    model_given = overrides(ModelConfig, model) | Overrides(ModelConfig, {"vocab_size": identity["vocab_size"]})
+    train_given = overrides(TrainConfig, train)
     resume, ckpt, notes = checkpoint.latest_resumable(out_dir)
     for note in notes:
         progress(Progress("train", message=note))
-    if resume is None and train_overrides.get("init_from"):
-        return (*plan_fine_tuning(data_dir, identity, preset, model_overrides, train_overrides), None)
+    if resume is None and train_given.get("init_from"):
+        return (*plan_fine_tuning(data_dir, identity, preset, model_given, train_given), None)
     if resume is None:
-        return (*from_preset(preset or "base", model_overrides, train_overrides), None)
+        return (*from_preset(preset or "base", model_given, train_given), None)
 
     if ckpt["data"] != identity:
         raise ConfigError(f"{out_dir} holds a run on other data ({ckpt['data']['src']}-{ckpt['data']['tgt']}, "
                           f"BPE {ckpt['data']['bpe_sha256'][:12]}); use a new --out or the same --data")
-    stored_model = from_dict(ModelConfig, ckpt["model_config"])
-    stored_train = from_dict(TrainConfig, ckpt["train_config"])
+    stored_model = from_dict(ModelConfig, ckpt["model_config"], str(resume))
+    stored_train = from_dict(TrainConfig, ckpt["train_config"], str(resume))
     if preset is not None:
-        model_cfg, preset_train = from_preset(preset, model_overrides, train_overrides)
-        train_cfg = preset_train
+        model_cfg, train_cfg = from_preset(preset, model_given, train_given)
     else:
-        model_cfg = replace(stored_model, **{k: v for k, v in model_overrides.items() if v is not None})
-        train_cfg = replace(stored_train, **{k: v for k, v in train_overrides.items() if v is not None})
+        model_cfg, train_cfg = model_given.apply(stored_model), train_given.apply(stored_train)
     differ = [f"{k} {getattr(stored_model, k)} -> {getattr(model_cfg, k)}"
               for k in to_dict(stored_model) if getattr(stored_model, k) != getattr(model_cfg, k)]
     if differ:
         raise ConfigError(f"{out_dir} holds a run with another model ({'; '.join(differ)}); "
                           "use a new --out, or drop the options that change the model")
-    return model_cfg.validate(), train_cfg.validate(), resume
+    return model_cfg, train_cfg, resume
 
 
 # Model fields that fine-tuning may change: the rest define the architecture the weights were trained for.
 FINE_TUNING_MODEL_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
 
 
-def plan_fine_tuning(data_dir: Path, identity: dict, preset: Optional[str], model_overrides: dict,
-                     train_overrides: dict) -> tuple[ModelConfig, TrainConfig]:
+def plan_fine_tuning(data_dir: Path, identity: dict, preset: Optional[str], model: Overrides[ModelConfig],
+                     train: Overrides[TrainConfig]) -> tuple[ModelConfig, TrainConfig]:
     """Configs of a new run that starts from checkpoint `init_from`: its architecture (dropout may change),
     and its training recipe (or --preset's) with the options given now. The data must be encoded with
     the checkpoint's BPE model."""
-    init = Path(train_overrides["init_from"])
+    init = Path(train.get("init_from"))
     ckpt = checkpoint.load(init)
     if hashlib.sha256(ckpt["bpe_model"]).hexdigest() != identity["bpe_sha256"]:
         raise ConfigError(f"{data_dir / 'bpe.model'} and {init} are different BPE models (vocabularies); encode the "
                           f"new data with the checkpoint's: nmt prepare --bpe {init} ...")
-    stored = from_dict(ModelConfig, ckpt["model_config"])
-    model_cfg = replace(stored, **{k: v for k, v in model_overrides.items() if k in FINE_TUNING_MODEL_FIELDS})
-    differ = [f"{k} {getattr(stored, k)} -> {v}" for k, v in model_overrides.items()
-              if k not in FINE_TUNING_MODEL_FIELDS and v is not None and getattr(stored, k) != v]
+    stored = from_dict(ModelConfig, ckpt["model_config"], str(init))
+    differ = [f"{k} {getattr(stored, k)} -> {v}" for k, v in model.values.items()
+              if k not in FINE_TUNING_MODEL_FIELDS and getattr(stored, k) != v]
     if differ:
         raise ConfigError(f"--init-from {init}: the options change its architecture ({'; '.join(differ)}); "
                           "drop them (only the dropouts can change when fine-tuning)")
-    base = from_preset(preset, {}, {})[1] if preset else from_dict(TrainConfig, ckpt["train_config"])
-    train_cfg = replace(base, **{k: v for k, v in train_overrides.items() if v is not None})
-    return model_cfg.validate(), train_cfg.validate()
+    base = from_preset(preset)[1] if preset else from_dict(TrainConfig, ckpt["train_config"], str(init))
+    return model.only(*FINE_TUNING_MODEL_FIELDS).apply(stored), train.apply(base)
 
 
 @dataclass
-class Job:
+class TrainJob:
     """Everything a worker process needs to train its rank (picklable: it crosses the spawn)."""
 
     data_dir: Path
     out_dir: Path
     preset: Optional[str] = None
-    model_overrides: dict = field(default_factory=dict)
-    train_overrides: dict = field(default_factory=dict)
+    model_overrides: Overrides[ModelConfig] = field(default_factory=lambda: Overrides(ModelConfig))
+    train_overrides: Overrides[TrainConfig] = field(default_factory=lambda: Overrides(TrainConfig))
     model_cfg: Optional[ModelConfig] = None  # None until planned
     train_cfg: Optional[TrainConfig] = None
     resume: Optional[Path] = None
@@ -104,13 +106,13 @@ class Job:
     threads: int = 0
     world: int = 1
 
-    def planned(self, progress: ProgressFn = ignore) -> "Job":
+    def planned(self, progress: ProgressFn = ignore) -> "TrainJob":
         model_cfg, train_cfg, resume = plan(self.data_dir, self.out_dir, self.preset, self.model_overrides,
                                             self.train_overrides, progress)
         return replace(self, model_cfg=model_cfg, train_cfg=train_cfg, resume=resume)
 
 
-def run_rank(rank: int, init_method: Optional[str], progress: ProgressFn, stop: StopSignal, job: Job,
+def run_rank(rank: int, init_method: Optional[str], progress: ProgressFn, stop: StopSignal, job: TrainJob,
              local_rank: Optional[int] = None) -> TrainResult:
     """Train rank `rank` of `job.world` in this process (the entry point of spawned workers too)."""
     local_rank = rank if local_rank is None else local_rank
@@ -121,7 +123,7 @@ def run_rank(rank: int, init_method: Optional[str], progress: ProgressFn, stop: 
         return trainer.run()
 
 
-def start_rank(job: Job, comm: Comm, progress: ProgressFn, stop: StopSignal) -> Trainer:
+def start_rank(job: TrainJob, comm: Comm, progress: ProgressFn, stop: StopSignal) -> Trainer:
     """This rank's Trainer: new, resumed from `job.resume`, or started from --init-from."""
     trainer = Trainer(job.data_dir, job.out_dir, job.model_cfg, job.train_cfg, comm.device, progress, comm, stop)
     if job.resume is not None:
@@ -141,16 +143,17 @@ def check_resumable_here(path: Path, rank: int) -> None:
                           "copy the checkpoint to the same path on every machine")
 
 
-def train(data_dir: Path, out_dir: Path, preset: Optional[str] = None, model_overrides: Optional[dict] = None,
-          train_overrides: Optional[dict] = None, gpus: int = 0, progress: ProgressFn = ignore, *,
-          nproc: int = 1, precision: Optional[str] = None, threads: int = 0) -> TrainResult:
-    """Train (or resume) a model on a prepared dataset; checkpoints go to `out_dir`.
+def train(data_dir: Path, out_dir: Path, preset: Optional[str] = None, model_overrides: ModelOverrides = None,
+          train_overrides: TrainOverrides = None, gpus: int = 0, progress: ProgressFn = ignore, *,
+          nproc: int = 1, threads: int = 0) -> TrainResult:
+    """Train (or resume) a model on a prepared dataset; checkpoints go to `out_dir`. `model_overrides`
+    and `train_overrides` are the fields the user set (over the preset, or the resumed run's configs).
 
     `gpus` N > 0 trains on N GPUs of this machine, `nproc` N > 1 on N CPU processes; under torchrun
     the processes are torchrun's and this call trains one rank (on GPU LOCAL_RANK when gpus > 0).
     """
-    overrides = {**(train_overrides or {}), **({"precision": precision} if precision else {})}
-    job = Job(Path(data_dir), Path(out_dir), preset, dict(model_overrides or {}), overrides, threads=threads)
+    job = TrainJob(Path(data_dir), Path(out_dir), preset, overrides(ModelConfig, model_overrides),
+                   overrides(TrainConfig, train_overrides), threads=threads)
     env = torchrun_env()
     if env is not None:
         rank, world, local_rank = env
@@ -182,7 +185,7 @@ def run_folder(out_dir: Path, progress: ProgressFn) -> Iterator[None]:
             raise
 
 
-def launch(job: Job, world: int, use_cuda: bool, progress: ProgressFn) -> TrainResult:
+def launch(job: TrainJob, world: int, use_cuda: bool, progress: ProgressFn) -> TrainResult:
     """Plan `job` and train it in this process, or in `world` spawned workers."""
     job = replace(job.planned(progress), use_cuda=use_cuda, world=world)  # config errors surface before any spawn
     if world == 1:

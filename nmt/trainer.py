@@ -30,7 +30,7 @@ from nmt.batching import collate, group_updates, make_batches, shard
 from nmt.bpe import Tokenizer
 from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
 from nmt.dataset import ParallelDataset, data_identity, read_bpe_model
-from nmt.device import autocast, make_scaler, precision_warning, training_precision
+from nmt.device import autocast, make_scaler, precision_warning, resolve_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
 from nmt.evaluate import bleu
@@ -193,7 +193,7 @@ class Trainer:
         self.valid_index = self.fitting_valid_pairs()
         self.identity = data_identity(data_dir)
         self.bpe_model = read_bpe_model(data_dir)
-        self.precision = training_precision(train_cfg.precision, device, model_cfg.d_model)
+        self.precision = resolve_precision(train_cfg.precision, device, training=True, d_model=model_cfg.d_model)
         torch.manual_seed(train_cfg.seed)
         self.module = Transformer(model_cfg).to(device)
         self.model: torch.nn.Module = self.module  # becomes the DistributedDataParallel wrapper in run()

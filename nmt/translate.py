@@ -14,13 +14,14 @@ from nmt import checkpoint
 from nmt.attention import AttentionMaps, alignments, attention_maps
 from nmt.bpe import Tokenizer
 from nmt.config import INT_MAX, check_range
-from nmt.device import inference_precision
+from nmt.config import InferenceConfig, Overrides, SearchConfig, overrides
+from nmt.device import precision_warning, resolve_precision, select_device
 from nmt.ensemble import Ensemble
 from nmt.errors import ConfigError, InputError, os_error_message
 from nmt.files import read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.search import Hypothesis, SearchConfig, search
+from nmt.search import Hypothesis, search
 from nmt.vocab import EOS, PAD
 
 
@@ -47,7 +48,7 @@ class Translator:
         check_range("--max-tokens", max_tokens, 1, INT_MAX)
         check_range("--batch-size", max_sentences, 1, INT_MAX)
         self.device = torch.device(device)
-        precision = inference_precision(precision, self.device)
+        precision = resolve_precision(precision, self.device)
         paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
         ckpts = [checkpoint.load(p) for p in paths]
         check_same_vocabulary(ckpts, paths)
@@ -59,6 +60,21 @@ class Translator:
         self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
+
+    @classmethod
+    def open(cls, model_paths: Sequence[Path], search: Overrides[SearchConfig] | SearchConfig | None = None,
+             inference: Overrides[InferenceConfig] | InferenceConfig | None = None,
+             progress: ProgressFn = ignore) -> "Translator":
+        """The translator of `translate`, `eval` and `serve`: the options the user gave (`search`,
+        `inference`) over the defaults; a precision that is slow here is warned about on `progress`."""
+        search_cfg = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search).apply()
+        options = inference if isinstance(inference, InferenceConfig) else overrides(InferenceConfig, inference).apply()
+        device = select_device(options.gpus)
+        warning = precision_warning(options.requested_precision, device)
+        if warning:
+            progress(Progress("translate", message=warning))
+        return cls(model_paths, search_cfg, device=str(device), max_tokens=options.max_tokens,
+                   max_sentences=options.batch_size, progress=progress, precision=options.requested_precision)
 
     def with_search(self, search_cfg: SearchConfig) -> "Translator":
         """The same model and tokenizer with other search settings (a shallow copy: nothing is loaded)."""

@@ -354,20 +354,19 @@ def train_options() -> dict[str, list[str]]:
 
 
 def test_every_config_field_is_a_train_option_and_back():
-    """A field is declared once, in nmt/config.py: `nmt train` has an option for each (named like it,
-    or as TRAIN_OPTION_FIELDS says), and every other option is a launcher option."""
-    from dataclasses import fields
-
-    from nmt.cli import TRAIN_LAUNCH_OPTIONS, TRAIN_OPTION_FIELDS
-    from nmt.config import ModelConfig, TrainConfig
+    """A field is declared once, in nmt/config.py: `nmt train` has its option (named as declared), and
+    every other option is one of the command's own (launch) options."""
+    from nmt.config import ModelConfig, TrainConfig, fields_of, flag_of, spec_of
 
     options = train_options()
-    settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {"vocab_size"}  # from the data
-    as_fields = {TRAIN_OPTION_FIELDS.get(name, name) for name in options}
-    assert settable - as_fields == set(), "config fields without an option"
-    assert as_fields - settable - TRAIN_LAUNCH_OPTIONS == set(), "options that set nothing"
-    for name, opts in options.items():  # the option string is the name, dashed
-        assert f"--{name.replace('_', '-')}" in opts
+    declared = {name for cls in (ModelConfig, TrainConfig) for name, f in fields_of(cls).items() if spec_of(f).cli}
+    assert declared <= set(options), "config fields without an option"
+    own = set(options) - declared
+    assert own == {"data", "out", "preset", "gpus", "nproc", "threads", "layers", "config", "print_config"}
+    for cls in (ModelConfig, TrainConfig):
+        for name in fields_of(cls):
+            if name in declared:
+                assert flag_of(cls, name) in options[name]
 
 
 def test_train_options_reach_the_config(tiny_data, tmp_path):
@@ -404,8 +403,7 @@ def test_config_file_and_options_agree(tiny_data, tmp_path):
     override the file."""
     from dataclasses import fields
 
-    from nmt.cli import TRAIN_OPTION_FIELDS
-    from nmt.config import ModelConfig, TrainConfig
+    from nmt.config import ModelConfig, TrainConfig, flag_of
 
     # A value other than the tiny preset's for every settable field, through options...
     values = {"d_model": 48, "n_heads": 3, "encoder_layers": 2, "decoder_layers": 3, "d_ff": 96, "dropout": 0.2,
@@ -414,15 +412,15 @@ def test_config_file_and_options_agree(tiny_data, tmp_path):
               "adam_betas": (0.8, 0.95), "adam_eps": 1e-8, "label_smoothing": 0.2, "clip_norm": 1.5,
               "max_updates": 321, "max_epochs": 9, "max_time": 60.5, "save_interval": 11, "keep_last": 3,
               "valid_interval": 13, "log_interval": 7, "seed": 5, "precision": "fp32", "max_bad_updates": 4,
-              "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3, "reset_optimizer": False,
-              "reset_lr_scheduler": False}
-    # init_from takes the architecture from a checkpoint: tests/test_fine_tuning.py covers it
-    settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {"vocab_size", "init_from"}
+              "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3}
+    # init_from takes the architecture from a checkpoint, and the reset options act only with it:
+    # tests/test_fine_tuning.py covers them
+    settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {
+        "vocab_size", "init_from", "reset_optimizer", "reset_lr_scheduler"}
     assert set(values) == settable  # a new field needs a value here
-    option = {field: opt for opt, field in TRAIN_OPTION_FIELDS.items()}
     args = []
     for name, value in values.items():
-        flag = "--" + option.get(name, name).replace("_", "-")
+        flag = flag_of(ModelConfig if name in ModelConfig.__dataclass_fields__ else TrainConfig, name)
         if isinstance(value, bool):  # a --flag/--no-flag pair
             args.append(flag if value else flag.replace("--", "--no-", 1))
             continue
@@ -452,7 +450,7 @@ def test_a_run_writes_its_config_and_it_trains_the_same(tiny_data, tmp_path):
 
 @pytest.mark.parametrize("text, words", [
     ("[model]\nd_modle = 3\n", ["has no field 'd_modle'"]),
-    ("[model]\nd_model = \"big\"\n", ["d_model = 'big' should be like"]),
+    ("[model]\nd_model = \"big\"\n", ["[model] d_model 'big': should be a whole number; the default is 512"]),
     ("[optimizer]\nlr = 1\n", ["unknown section"]),
     ("[model\n", ["not valid TOML"]),
     ("[train]\nadam_betas = [0.9]\n", ["adam_betas"]),

@@ -4,26 +4,26 @@ import pytest
 import torch
 
 from nmt import device
-from nmt.device import inference_precision, precision_warning, training_precision
+from nmt.device import precision_warning, resolve_precision
 from nmt.errors import ConfigError
 
 
 def test_precision_choice(monkeypatch):
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     monkeypatch.setattr(device, "native_cpu_bf16", lambda: False)
-    assert training_precision("auto", cpu) == "fp32"
-    assert training_precision("bf16", cpu) == "bf16"
+    assert resolve_precision("auto", cpu, training=True) == "fp32"
+    assert resolve_precision("bf16", cpu, training=True) == "bf16"
     with pytest.raises(ConfigError, match="--precision fp16 needs a CUDA GPU"):
-        training_precision("fp16", cpu)
+        resolve_precision("fp16", cpu, training=True)
     # (native, emulated) bf16: A100/H100 (True, True); V100/T4 (False, True); older (False, False)
     for native, emulated, auto in [(True, True, "bf16"), (False, True, "fp16"), (False, False, "fp16")]:
         monkeypatch.setattr(torch.cuda, "is_bf16_supported",
                             lambda including_emulation=True, n=native, e=emulated: e if including_emulation else n)
-        assert training_precision("auto", gpu) == auto
+        assert resolve_precision("auto", gpu, training=True) == auto
         if emulated:
-            assert training_precision("bf16", gpu) == "bf16"  # asked for explicitly: allowed, if slow
+            assert resolve_precision("bf16", gpu, training=True) == "bf16"  # asked for explicitly: allowed, if slow
     with pytest.raises(ConfigError, match="no bfloat16 support"):
-        training_precision("bf16", gpu)
+        resolve_precision("bf16", gpu, training=True)
 
 
 @pytest.mark.parametrize("native, d_model, expected", [
@@ -33,9 +33,9 @@ def test_precision_choice(monkeypatch):
 ])
 def test_auto_picks_bf16_on_the_cpu_only_where_native_and_wide(monkeypatch, native, d_model, expected):
     monkeypatch.setattr(device, "native_cpu_bf16", lambda: native)
-    assert training_precision("auto", torch.device("cpu"), d_model) == expected
-    assert training_precision("fp32", torch.device("cpu"), d_model) == "fp32"  # explicit choices stand
-    assert training_precision("bf16", torch.device("cpu"), d_model) == "bf16"
+    assert resolve_precision("auto", torch.device("cpu"), training=True, d_model=d_model) == expected
+    assert resolve_precision("fp32", torch.device("cpu"), training=True, d_model=d_model) == "fp32"  # explicit choices stand
+    assert resolve_precision("bf16", torch.device("cpu"), training=True, d_model=d_model) == "bf16"
 
 
 def test_native_cpu_bf16_asks_torch(monkeypatch):
@@ -55,22 +55,22 @@ def test_emulated_bf16_on_the_cpu_is_warned_about(monkeypatch, native, precision
 
 
 @pytest.mark.parametrize("requested, expected", [("fp32", "fp32"), ("auto", "fp32"), ("int8", "int8"), ("bf16", "bf16")])
-def test_inference_precision_on_the_cpu(requested, expected):
-    assert inference_precision(requested, torch.device("cpu")) == expected
+def test_translation_precision_on_the_cpu(requested, expected):
+    assert resolve_precision(requested, torch.device("cpu")) == expected
 
 
 @pytest.mark.parametrize("requested, message", [
     ("fp16", "needs a GPU"), ("fp8", "--precision 'fp8': use one of auto, fp32, bf16, fp16, int8"),
 ])
-def test_inference_precision_errors_on_the_cpu(requested, message):
+def test_translation_precision_errors_on_the_cpu(requested, message):
     with pytest.raises(ConfigError, match=message):
-        inference_precision(requested, torch.device("cpu"))
+        resolve_precision(requested, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("requested", ["int8", "fp8"])
 def test_training_refuses_inference_only_and_unknown_precisions(requested):
     with pytest.raises(ConfigError, match="use one of auto, fp32, bf16, fp16$"):
-        training_precision(requested, torch.device("cpu"))
+        resolve_precision(requested, torch.device("cpu"), training=True)
 
 
 def test_translation_runs_in_bf16_on_the_cpu(tiny_checkpoint):

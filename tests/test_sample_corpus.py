@@ -1,8 +1,5 @@
-"""The sample corpus that ships in nmt/sample_data (what `nmt demo` trains on).
-
-Its generator, tools/make_sample_corpus.py, has tests of its own (grammar, reproduction of these
-files) in tools/test_make_sample_corpus.py, run with `pytest tools`: they test a development tool,
-not nmt, so the default suite leaves them out."""
+"""The sample corpus that ships in nmt/sample_data (what `nmt demo` trains on): data, whose properties
+the demo and the tests rely on (its generator is in the project's history, see its README)."""
 
 from __future__ import annotations
 
@@ -72,4 +69,4 @@ def test_corpus_is_small_with_a_small_vocabulary():
 
 def test_readme_present():
     text = (DATA / "README.md").read_text(encoding="utf-8")
-    assert "tools/make_sample_corpus.py" in text and "MIT" in text
+    assert "make_sample_corpus.py" in text and "MIT" in text

@@ -1,0 +1,152 @@
+"""nmt.options: each config field declared once gives its command-line option, its --help text, its
+default and its TOML key; what the user gave reaches the command as typed Overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+from typing import Optional
+
+import pytest
+import typer
+import typer.main
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.config import (FilterConfig, InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig, TrainConfig,
+                        choices_of, fields_of, flag_of, option, read_config_file, spec_of, to_dict, to_toml)
+from nmt.errors import ConfigError
+from nmt.options import with_config_options
+
+# Which commands offer which config classes' options.
+COMMANDS = {
+    "train": (ModelConfig, TrainConfig),
+    "prepare": (FilterConfig,),
+    "translate": (SearchConfig, InferenceConfig),
+    "eval": (SearchConfig, InferenceConfig),
+    "serve": (SearchConfig, InferenceConfig),
+}
+
+
+def click_params(command: str) -> dict:
+    return {p.name: p for p in typer.main.get_command(app).commands[command].params}
+
+
+def plain(value):
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+@pytest.mark.parametrize("command, classes", COMMANDS.items())
+def test_options_help_and_defaults_come_from_the_declarations(command, classes):
+    params = click_params(command)
+    for cls in classes:
+        for name, f in fields_of(cls).items():
+            spec = spec_of(f)
+            if not spec.cli:
+                assert name not in params
+                continue
+            param = params[name]
+            assert flag_of(cls, name) in param.opts, (command, name)
+            assert param.help == spec.help
+            assert plain(param.default) == plain(f.default)
+            allowed = choices_of(cls, name)
+            if allowed:  # the parser offers exactly the declared choices
+                ctx = typer.main.get_command(app).make_context(command, ["--help"], resilient_parsing=True)
+                assert f"<{'|'.join(allowed)}>" in param.get_help_record(ctx)[0]
+
+
+@pytest.mark.parametrize("cls", [ModelConfig, TrainConfig])
+def test_toml_keys_defaults_and_help_come_from_the_declarations(cls, tmp_path):
+    defaults = cls()
+    text = to_toml(ModelConfig(), TrainConfig())
+    for f in dataclasses.fields(cls):
+        assert f"# {spec_of(f).help}\n{f.name} = " in text  # the key is the field, its comment the help
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    file = read_config_file(path)
+    given = file.model if cls is ModelConfig else file.train
+    assert to_dict(given.apply()) == to_dict(defaults)  # every key reads back as the default
+
+
+def test_every_field_is_declared_with_an_option():
+    for cls in (ModelConfig, TrainConfig, SearchConfig, InferenceConfig, FilterConfig):
+        for f in dataclasses.fields(cls):
+            assert spec_of(f).help.endswith(".") or spec_of(f).help.endswith(")"), (cls.__name__, f.name)
+
+
+@dataclasses.dataclass
+class Toy:
+    width: int = option(4, "Width.", low=1, high=10)
+    kind: Precision = option(Precision.FP32, "Kind.", choices=("fp32", "bf16"))
+    loud: bool = option(False, "Loud.", flag="--loud/--quiet")
+    extra: float = option(0.5, "Only when loud.", requires="loud")
+    note: Optional[str] = option(None, "A note.")
+
+    def validate(self) -> "Toy":
+        from nmt.config import check_fields
+
+        check_fields(self)
+        return self
+
+
+toy_app = typer.Typer()
+seen: list = []
+
+
+@toy_app.command()
+@with_config_options({"toy": Toy})
+def run(name: str, toy: Overrides[Toy], times: int = 1) -> None:
+    seen.append((name, times, toy))
+
+
+@pytest.mark.parametrize("args, given", [
+    ([], {}),
+    (["--width", "4"], {"width": 4}),  # given, even when equal to the default
+    (["--kind", "bf16", "--loud", "--extra", "0.7"], {"kind": Precision.BF16, "loud": True, "extra": 0.7}),
+    (["--quiet"], {"loud": False}),
+    (["--note", "hi", "--times", "3"], {"note": "hi"}),
+])
+def test_given_options_reach_the_command_as_overrides(args, given):
+    seen.clear()
+    result = CliRunner().invoke(toy_app, ["x", *args])
+    assert result.exit_code == 0, result.output
+    name, times, toy = seen[0]
+    assert name == "x" and isinstance(toy, Overrides) and toy.cls is Toy and dict(toy.values) == given
+    assert times == (3 if "--times" in args else 1)
+
+
+def test_declared_choices_narrow_an_enum():
+    result = CliRunner().invoke(toy_app, ["x", "--kind", "int8"])
+    assert result.exit_code != 0 and "int8" in result.output
+
+
+@pytest.mark.parametrize("values, error", [
+    ({"width": 11}, "--width must be at most 10, got 11"),
+    ({"extra": 0.7}, "--extra only applies with --loud; add --loud or drop --extra"),
+    ({"width": "4"}, "--width '4': should be a whole number"),
+])
+def test_overrides_are_checked_against_the_declarations(values, error):
+    with pytest.raises(ConfigError, match=f"^{error}$"):
+        Overrides(Toy, values).apply()
+
+
+def test_an_option_equal_to_its_default_needs_nothing():
+    assert Overrides(Toy, {"extra": 0.5}).apply().extra == 0.5  # the default does nothing either way
+
+
+def test_a_field_and_an_option_of_the_same_name_clash():
+    def twice(width: int, toy: Overrides[Toy]) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="declared twice"):
+        with_config_options({"toy": Toy})(twice)
+
+
+def test_misspelt_fields_get_a_suggestion(tmp_path: Path):
+    with pytest.raises(ConfigError, match="did you mean 'd_model'"):
+        Overrides(ModelConfig, {"dmodel": 3})
+    config = tmp_path / "c.toml"
+    config.write_text("[train]\nwarmpu = 3\n")
+    with pytest.raises(ConfigError, match="did you mean 'warmup'"):
+        read_config_file(config)
