@@ -25,7 +25,15 @@ from nmt.download.manifest import MANIFEST, read_manifest, verify_outputs
 from nmt.download.mirror import Mirror
 from nmt.download.pipeline import DownloadResult, download, summary
 from nmt.download.registry import families, registry, resolve
-from nmt.download.spec import DatasetSpec, Holdout, RemoteFile, Source, Split, check_spec, parallel_files
+from nmt.download.spec import (
+    DatasetSpec,
+    Holdout,
+    RemoteFile,
+    Source,
+    Split,
+    check_spec,
+    parallel_files,
+)
 
 __all__ = [
     "CACHE", "MANIFEST", "DatasetInfo", "DatasetSpec", "DownloadResult", "Holdout", "Mirror", "RemoteFile",

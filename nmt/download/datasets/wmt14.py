@@ -52,8 +52,10 @@ ABOUT = {  # other language -> (pair in words, training pairs, download size)
     "de": ("English-German", "about 4.5M training pairs", "about 1.6 GB of archives"),
     "fr": (
         "English-French",
-        "about 36M training pairs (the paper's count; the 10^9 French-English corpus and UN "
-        "are most of them)",
+        (
+            "about 36M training pairs (the paper's count; the 10^9 French-English corpus and UN "
+            "are most of them)"
+        ),
         "several GB of archives",
     ),
 }
