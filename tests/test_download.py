@@ -1059,6 +1059,36 @@ def test_a_mirror_file_larger_than_the_known_size_is_not_copied(tmp_path):
     assert not (tmp_path / "out" / ".cache" / "val.en.gz.part").exists()
 
 
+def test_a_mirror_file_that_keeps_coming_is_cut_at_the_known_size(tmp_path):
+    """A named pipe (or a link to /dev/zero) in the mirror has no size to check first: the copy stops one
+    byte past the registered size."""
+    import os
+
+    files = tiny_files()
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name, data in files.items():
+        if name != "val.en.gz":
+            (mirror / name).write_bytes(data)
+    os.mkfifo(mirror / "val.en.gz")
+    size = len(files["val.en.gz"])
+
+    def writer() -> None:
+        try:
+            with open(mirror / "val.en.gz", "wb") as f:
+                f.write(b"\0" * (10 * size))
+        except BrokenPipeError:
+            pass  # the reader stopped: what it should do
+
+    threading.Thread(target=writer, daemon=True).start()
+    log, progress = events()
+    with pytest.raises(DownloadError, match=re.escape(f"val.en.gz: too much data (val.en.gz is {size:,} bytes, the "
+                                                      "mirror's copy is longer)")):
+        download(tiny_spec("http://127.0.0.1:9/x/", files), tmp_path / "out", mirror=str(mirror), progress=progress)
+    assert max(p.done for p in log if p.task == "copy val.en.gz" and p.unit == "B") == size + 1
+    assert not (tmp_path / "out" / ".cache" / "val.en.gz.part").exists()
+
+
 # ------------------------------------------------------------------------------------------
 # The output folder: nmt's, or empty of what the download writes
 # ------------------------------------------------------------------------------------------

@@ -173,14 +173,19 @@ def _check_status(resp: requests.Response, url: str, part: Path, offset: int) ->
     return offset, total
 
 
-def too_big(where: str, name: str, bound: int, size: int | None, announced: int | None = None) -> DownloadError:
-    """The error for a source that sends more than `bound` bytes of file `name` (its size when known)."""
-    said = f"it announces {announced:,}" if announced is not None else "it sent more"
+def too_big(
+    where: str, name: str, bound: int, size: int | None, announced: int | None = None, local: bool = False,
+) -> DownloadError:
+    """The error for a source (a URL, or a `local` mirror file) that holds more than `bound` bytes of file
+    `name` (`size`, when known, is its registered size)."""
     expected = f"{name} is {size:,} bytes" if size is not None else f"{name} may be at most {bound:,} bytes"
-    return DownloadError(
-        f"{where}: too much data ({expected}, {said}); stopped and deleted the partial file; check the "
-        "URL or --mirror: it serves another file"
-    )
+    if local:
+        found = f"the mirror's copy is {announced:,}" if announced is not None else "the mirror's copy is longer"
+        fix = "check --mirror: it holds another file under that name"
+    else:
+        found = f"it announces {announced:,}" if announced is not None else "it sent more"
+        fix = "check the URL or --mirror: it serves another file"
+    return DownloadError(f"{where}: too much data ({expected}, {found}); stopped and deleted the partial file; {fix}")
 
 
 class StallWatch:

@@ -105,7 +105,7 @@ def copy_file(src: Path, part: Path, progress: ProgressFn = ignore, bound: int |
     try:
         total = src.stat().st_size
         if bound is not None and total > bound:
-            raise too_big(str(src), name, bound, size, announced=total)
+            raise too_big(str(src), name, bound, size, announced=total, local=True)
         report = Reporter(progress, f"copy {src.name}", total)
         done = 0
         part.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def copy_file(src: Path, part: Path, progress: ProgressFn = ignore, bound: int |
                     break
         if bound is not None and done > bound:
             part.unlink(missing_ok=True)
-            raise too_big(str(src), name, bound, size)
+            raise too_big(str(src), name, bound, size, local=True)
         report(done, force=True)
         return done
     except FileNotFoundError:

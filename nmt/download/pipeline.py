@@ -74,7 +74,7 @@ def _check_mirror_is_no_output(mirror: Mirror, out: Path) -> None:
     if folder == target or target in folder.parents:
         where = "is the --out folder" if folder == target else f"is inside --out {out}"
         raise InputError(
-            f"--mirror {mirror.text}: {where}, which the download writes to; give another --out "
+            f"--mirror {mirror.text!r}: {where}, which the download writes to; give another --out "
             "(the mirror's files are only read)"
         )
 
