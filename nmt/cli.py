@@ -151,6 +151,8 @@ def write_stdout(text: str) -> None:
     under `> FILE`) names stdout. A closed pipe stays a BrokenPipeError: ErrorBoundary exits 141."""
     from nmt.errors import OutputError
 
+    if sys.stdout is None:  # the shell closed it (`>&-`): the results would vanish
+        raise OutputError("stdout is closed; the results have nowhere to go: send them to a file (> FILE) or a pipe")
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -492,7 +494,10 @@ def download_command(
         table = Table("name", "languages", "size", "licence", "description", box=None)
         for info in dl.list_datasets():
             table.add_row(*dl.describe(info))
-        Console(highlight=False, width=200).print(table)
+        console = Console(highlight=False, width=200)
+        with console.capture() as listing:  # through write_stdout, which refuses a closed stdout
+            console.print(table)
+        write_stdout(listing.get())
         groups = ", ".join(f"{family} ({', '.join(pairs)})" for family, pairs in dl.families().items())
         err.print(f"A family takes --pair (its first pair is the default): {groups}; "
                   "e.g. `nmt download wmt14 --pair en-fr` is wmt14-en-fr.")
@@ -503,7 +508,7 @@ def download_command(
     if verify:
         good, problems = dl.verify_outputs(out)
         for problem in problems:
-            print(problem)
+            write_stdout(problem + "\n")
         if problems:
             raise InputError(f"{out}: {len(problems)} of {len(good) + len(problems)} files differ from {dl.MANIFEST}; "
                              f"run `nmt download {spec.name} --out {out}` again to rewrite them")

@@ -11,28 +11,48 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
 
 
+def module_name(path: Path) -> str:
+    """The dotted name of a source file of the package: nmt/download/fetch.py is nmt.download.fetch,
+    nmt/download/__init__.py is nmt.download."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources() -> dict[str, Path]:
+    """Every module of the package, its subpackages' included, by dotted name (not nmt itself, which
+    imports nothing, nor __main__)."""
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if p.stem != "__main__" and p != PACKAGE / "__init__.py"}
+
+
 def imports_of(path: Path, type_checking: bool = True) -> set[str]:
     """Every module an nmt source file imports, wherever the import stands (module level, functions,
-    and, with `type_checking`, `if TYPE_CHECKING:` blocks, which run for type checkers only), as dotted names."""
+    and, with `type_checking`, `if TYPE_CHECKING:` blocks, which run for type checkers only), as dotted names;
+    relative imports are resolved against the file's package."""
     tree = ast.parse(path.read_text(), str(path))
     if not type_checking:
         for node in ast.walk(tree):
             if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
                 node.body = []
+    name = module_name(path)
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # `from . import x` in nmt/download/fetch.py: nmt.download.x
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                module = f"{base}.{module}" if module else base
+            found.add(module)
             # `from nmt import checkpoint` imports the module nmt.checkpoint
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
 
 def graph(type_checking: bool = True) -> dict[str, set[str]]:
-    """nmt module -> the nmt modules it imports."""
-    modules = {f"nmt.{p.stem}": p for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    """nmt module -> the nmt modules it imports (subpackages' modules included)."""
+    modules = sources()
     return {name: {m for m in imports_of(path, type_checking) if m in modules and m != name}
             for name, path in modules.items()}
 
@@ -74,6 +94,24 @@ def test_the_graph_is_read_from_the_sources():
     assert "nmt.model" in g["nmt.search"] or "nmt.vocab" in g["nmt.search"]  # the walker sees imports
     assert "nmt.trainer" in g["nmt.train"] and "nmt.errors" in g["nmt.cli"]  # cli's errors import is top-level
     assert "nmt.train" in g["nmt.cli"]  # ... and cli's are inside its command functions
+    assert "nmt.download" in g["nmt.cli"] and "nmt.download.fetch" in g["nmt.download.cache"]  # subpackages
+    assert "nmt.download.spec" in g["nmt.download.datasets.wmt14"]
+
+
+@pytest.mark.parametrize("path, name, imports", [
+    ("fetch.py", "nmt.download.fetch", {"nmt.download.spec", "nmt.download.spec.GB"}),
+    ("__init__.py", "nmt.download", {"nmt.download.spec", "nmt.download.spec.GB"}),
+    ("datasets/x.py", "nmt.download.datasets.x", {"nmt.download.spec", "nmt.download.spec.GB"}),
+])
+def test_relative_imports_are_resolved(tmp_path, monkeypatch, path, name, imports):
+    """A relative import names the same module as its absolute spelling."""
+    root = tmp_path / "nmt"
+    file = root / "download" / path
+    file.parent.mkdir(parents=True)
+    dots = "." * (2 if path.startswith("datasets/") else 1)
+    file.write_text(f"from {dots}spec import GB\n")
+    monkeypatch.setitem(globals(), "PACKAGE", root)
+    assert module_name(file) == name and imports_of(file) == imports
 
 
 @pytest.mark.parametrize("g, cycle", [
@@ -110,5 +148,30 @@ def test_type_checking_imports_are_seen_by_the_cycle_check_only():
 
 
 def test_youtokentome_is_imported_by_bpe_alone():
-    users = {p.stem for p in PACKAGE.glob("*.py") if any(m.split(".")[0] == "youtokentome" for m in imports_of(p))}
-    assert users == {"bpe"}
+    users = {name for name, p in sources().items() if any(m.split(".")[0] == "youtokentome" for m in imports_of(p))}
+    assert users == {"nmt.bpe"}
+
+
+def download_package() -> list[str]:
+    return [m for m in graph() if m == "nmt.download" or m.startswith("nmt.download.")]
+
+
+def test_the_download_package_needs_only_the_base_layer():
+    """Downloading knows nothing of training, models or the CLI: outside its own package it reaches only
+    errors, files, progress and config (for check_range)."""
+    g = graph(type_checking=False)
+    assert len(download_package()) > 10
+    for module in download_package():
+        outside = {m for m in reachable(g, module) if not m.startswith("nmt.download")}
+        assert outside <= {"nmt.errors", "nmt.files", "nmt.progress", "nmt.config"}, module
+
+
+def test_the_dataset_registry_is_data():
+    """A dataset module declares specs: it imports the spec types and nothing else of nmt."""
+    g = graph()
+    datasets = [m for m in g if m.startswith("nmt.download.datasets.")]
+    assert {"nmt.download.datasets.multi30k", "nmt.download.datasets.wmt14"} <= set(datasets)
+    for module in datasets:
+        assert g[module] <= {"nmt.download.spec"}, module
+    # and only the registry reads them
+    assert {m for m in g if "nmt.download.datasets" in g[m]} == {"nmt.download.registry"}

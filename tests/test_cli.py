@@ -474,6 +474,31 @@ def test_error_download_dataset_and_pair(tmp_path, args, words):
     assert not (tmp_path / "out").exists()  # refused before anything is written
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--mirror", "http://[::1"], ["--mirror 'http://[::1': not a valid URL"]),  # was a ValueError traceback
+    (["--mirror", "https://example.org:99999/"], ["--mirror", "not a valid URL"]),
+    (["--mirror", "OUT"], ["--mirror", "is the --out folder"]),
+    (["--mirror", "OUT/.cache"], ["--mirror", "is inside --out"]),
+    ([], ["train.en", "exists and no MANIFEST.json says nmt wrote it", "choose another --out"]),
+])
+def test_error_download_mirror_and_out(tmp_path, args, words):
+    """Each refused before anything is written: no traceback, no file replaced."""
+    mine = tmp_path / "mine"
+    (mine / ".cache").mkdir(parents=True)
+    (mine / "train.en").write_text("my own corpus\n")
+    args = [str(mine / ".cache") if a == "OUT/.cache" else str(mine) if a == "OUT" else a for a in args]
+    before = sorted(mine.rglob("*"))
+    assert_user_error(nmt("download", "multi30k", "--out", mine, *args), *words)
+    assert sorted(mine.rglob("*")) == before and (mine / "train.en").read_text() == "my own corpus\n"
+
+
+def test_download_list_into_a_closed_stdout_is_an_error():
+    """`nmt download --list >&-` exited 0 with the listing gone."""
+    r = subprocess.run([sys.executable, "-m", "nmt", "download", "--list"], capture_output=True, text=True, env=ENV,
+                       timeout=120, preexec_fn=lambda: os.close(1))  # as `nmt download --list >&-`
+    assert_user_error(r, "stdout is closed")
+
+
 def test_download_europarl_fr_en_from_a_mirror_and_list(tmp_path):
     import importlib.util
 

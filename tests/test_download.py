@@ -47,7 +47,8 @@ class FileServer(ThreadingHTTPServer):
     `plan[path]` is a list of actions for the next requests of that path, used up in order:
     an int status (e.g. 503), "drop" (send half the body then close), "ignore-range"
     (answer 200 with the whole file), "slow" (wait before answering), "retry-after" (429 with
-    Retry-After: 1).
+    Retry-After: 1), "too-much" (three times the file, announced by Content-Length), "too-much-unannounced"
+    (three times the file with no Content-Length, ended by closing the connection).
     """
 
     daemon_threads = True
@@ -119,6 +120,15 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
                 time.sleep(0.05)
+            self.close_connection = True
+            return
+        if action == "too-much":
+            return self._send(status, body * 3, headers)
+        if action == "too-much-unannounced":
+            self.send_response(status)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body * 3)
             self.close_connection = True
             return
         if action == "drop":
@@ -979,3 +989,255 @@ def test_every_side_of_every_dataset_reads_files_of_its_language():
         for split in spec.splits:
             assert all(in_language(s, spec.src) for s in split.src), (spec.name, split.name)
             assert all(in_language(s, spec.tgt) for s in split.tgt), (spec.name, split.name)
+
+
+# ------------------------------------------------------------------------------------------
+# Bounded downloads: a source that sends more than the file is stopped
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action, announced", [("too-much", True), ("too-much-unannounced", False)])
+def test_a_server_sending_more_than_the_known_size_is_stopped(server, tmp_path, action, announced):
+    """A mirror once wrote 6.4 GB for a 569 kB file: the download stops at the registered size, the bytes
+    are deleted, and the error names the URL, the file and the fix."""
+    files = tiny_files()
+    base = serve(server, files)
+    server.plan["/data/train.en.gz"] = [action]
+    size = len(files["train.en.gz"])
+    log, progress = events()
+    with pytest.raises(DownloadError) as err:
+        download(tiny_spec(base, files), tmp_path, progress=progress, **FAST)
+    message = str(err.value)
+    assert message.startswith(f"{base}train.en.gz: too much data (train.en.gz is {size:,} bytes") and "\n" not in message
+    assert (f"it announces {3 * size:,}" if announced else "it sent more") in message and "--mirror" in message
+    received = [p.done for p in log if p.unit == "B" and p.task == "download train.en.gz"]
+    assert max(received, default=0) <= (0 if announced else size + 1)  # the rest is not even read
+    assert not (tmp_path / ".cache" / "train.en.gz.part").exists() and not (tmp_path / ".cache" / "train.en.gz").exists()
+    assert server.count("/data/train.en.gz") == 1  # not retried: the server's file is another one
+    download(tiny_spec(base, files), tmp_path, **FAST)  # a server that behaves again: all well
+    check_layout(tmp_path, tiny_spec(base, files))
+
+
+def limited_spec(base: str, files: dict[str, bytes], name: str, limit: int) -> DatasetSpec:
+    """tiny_spec with no checksums or sizes, and a `limit` on file `name`."""
+    import dataclasses
+
+    def bounded(s: Source) -> Source:
+        return dataclasses.replace(s, file=RemoteFile(s.file.url, limit=limit)) if s.file.name == name else s
+
+    spec = tiny_spec(base, files, sums=False)
+    return dataclasses.replace(spec, splits=tuple(
+        dataclasses.replace(sp, src=tuple(map(bounded, sp.src)), tgt=tuple(map(bounded, sp.tgt))) for sp in spec.splits))
+
+
+@pytest.mark.parametrize("action, said", [(None, "it announces"), ("too-much-unannounced", "it sent more")])
+def test_a_file_of_unknown_size_is_bounded_by_its_limit(server, tmp_path, action, said):
+    files = tiny_files()
+    base = serve(server, files)
+    if action:
+        server.plan["/data/val.de.gz"] = [action]
+    limit = len(files["val.de.gz"]) - 1
+    log, progress = events()
+    with pytest.raises(DownloadError, match=rf"val.de.gz: too much data \(val.de.gz may be at most {limit:,} bytes, {said}"):
+        download(limited_spec(base, files, "val.de.gz", limit), tmp_path, progress=progress, **FAST)
+    assert max((p.done for p in log if p.task == "download val.de.gz" and p.unit == "B"), default=0) <= limit + 1
+    assert not (tmp_path / ".cache" / "val.de.gz.part").exists()
+    download(limited_spec(base, files, "val.de.gz", limit + 1), tmp_path, **FAST)  # the file fits: fine
+
+
+def test_a_mirror_file_larger_than_the_known_size_is_not_copied(tmp_path):
+    files = tiny_files()
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name, data in files.items():
+        (mirror / name).write_bytes(data * (3 if name == "val.en.gz" else 1))
+    log, progress = events()
+    spec = tiny_spec("http://127.0.0.1:9/x/", files)
+    with pytest.raises(DownloadError, match=re.escape(f"{mirror / 'val.en.gz'}: too much data (val.en.gz is")):
+        download(spec, tmp_path / "out", mirror=str(mirror), progress=progress, **FAST)
+    assert not [p for p in log if p.task == "copy val.en.gz" and p.unit == "B"]  # not a byte copied
+    assert not (tmp_path / "out" / ".cache" / "val.en.gz.part").exists()
+
+
+def test_a_mirror_file_that_keeps_coming_is_cut_at_the_known_size(tmp_path):
+    """A named pipe (or a link to /dev/zero) in the mirror has no size to check first: the copy stops one
+    byte past the registered size."""
+    import os
+
+    files = tiny_files()
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name, data in files.items():
+        if name != "val.en.gz":
+            (mirror / name).write_bytes(data)
+    os.mkfifo(mirror / "val.en.gz")
+    size = len(files["val.en.gz"])
+
+    def writer() -> None:
+        try:
+            with open(mirror / "val.en.gz", "wb") as f:
+                f.write(b"\0" * (10 * size))
+        except BrokenPipeError:
+            pass  # the reader stopped: what it should do
+
+    threading.Thread(target=writer, daemon=True).start()
+    log, progress = events()
+    with pytest.raises(DownloadError, match=re.escape(f"val.en.gz: too much data (val.en.gz is {size:,} bytes, the "
+                                                      "mirror's copy is longer)")):
+        download(tiny_spec("http://127.0.0.1:9/x/", files), tmp_path / "out", mirror=str(mirror), progress=progress)
+    assert max(p.done for p in log if p.task == "copy val.en.gz" and p.unit == "B") == size + 1
+    assert not (tmp_path / "out" / ".cache" / "val.en.gz.part").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# The output folder: nmt's, or empty of what the download writes
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_users_own_files_are_not_replaced(server, tmp_path):
+    files = tiny_files()
+    spec = tiny_spec(serve(server, files), files)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "train.en").write_text("my own corpus\n")
+    (out / "valid.de").write_text("mine too\n")
+    with pytest.raises(InputError) as err:
+        download(spec, out, **FAST)
+    message = str(err.value)
+    assert message.startswith(f"--out {out}: {out / 'train.en'} (and 1 more) exists and no MANIFEST.json")
+    assert "choose another --out, or move the file(s) away" in message and "\n" not in message
+    assert (out / "train.en").read_text() == "my own corpus\n"
+    assert sorted(p.name for p in out.iterdir()) == ["train.en", "valid.de"]  # nothing written, not even a lock
+    assert server.count() == 0
+
+
+def test_a_folder_with_a_foreign_manifest_is_refused(server, tmp_path):
+    files = tiny_files()
+    spec = tiny_spec(serve(server, files), files)
+    (tmp_path / "MANIFEST.json").write_text('{"my": "inventory"}\n')
+    with pytest.raises(InputError, match=r"MANIFEST.json is not a manifest of nmt download; choose another --out"):
+        download(spec, tmp_path, **FAST)
+    assert (tmp_path / "MANIFEST.json").read_text() == '{"my": "inventory"}\n' and server.count() == 0
+
+
+def test_a_download_that_failed_halfway_resumes_where_it_stopped(server, tmp_path):
+    """The manifest is written before the first output and after each split: a re-run is nmt's own, and
+    leaves the splits that were complete alone."""
+    files = tiny_files()
+    bad = dict(files, **{"val.de.gz": gz(sentences("de", SIZES["val"] - 1, "val"))})
+    with pytest.raises(DownloadError, match="valid.de has 29"):
+        download(tiny_spec(serve(server, bad), bad), tmp_path, **FAST)
+    assert (tmp_path / "train.en").exists() and not (tmp_path / "valid.en").exists()
+    assert json.loads((tmp_path / "MANIFEST.json").read_text())["files"].keys() == {"train.en", "train.de"}
+    mtime = (tmp_path / "train.en").stat().st_mtime_ns
+    result = download(tiny_spec(serve(server, files), files), tmp_path, **FAST)  # upstream fixed
+    assert result.skipped == ["train"] and (tmp_path / "train.en").stat().st_mtime_ns == mtime
+    check_layout(tmp_path, tiny_spec(serve(server, files), files))
+
+
+# ------------------------------------------------------------------------------------------
+# --mirror: malformed values, and the output folder as a mirror
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mirror, words", [
+    ("http://[::1", ["not a valid URL"]),
+    ("http://", ["names no host"]),
+    ("http:/data", ["names no host"]),
+    ("https://example.org:99999/data", ["not a valid URL"]),
+    ("http://example.org:port/", ["not a valid URL"]),
+    ("", ["empty"]),
+    ("   ", ["empty"]),
+    ("file://server/share", ["file:///PATH"]),
+    ("nul\x00byte", ["not a folder"]),
+    ("ftp://example.org/data", ["not a folder, nor an http(s) URL"]),
+])
+def test_a_malformed_mirror_is_one_line_naming_the_option(tmp_path, mirror, words):
+    spec = tiny_spec("http://127.0.0.1:9/x/", tiny_files())
+    with pytest.raises(InputError) as err:
+        download(spec, tmp_path / "out", mirror=mirror, **FAST)
+    message = str(err.value)
+    assert message.startswith(f"--mirror {mirror!r}: ") and "\n" not in message
+    assert all(w in message for w in words), message
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_a_file_url_mirror_is_a_local_folder(tmp_path):
+    files = tiny_files()
+    (tmp_path / "m").mkdir()
+    for name, data in files.items():
+        (tmp_path / "m" / name).write_bytes(data)
+    spec = tiny_spec("http://127.0.0.1:9/x/", files)
+    download(spec, tmp_path / "out", mirror=(tmp_path / "m").as_uri(), retries=0, **FAST)
+    check_layout(tmp_path / "out", spec)
+
+
+@pytest.mark.parametrize("where", [".", ".cache"])
+def test_the_output_folder_cannot_be_the_mirror(tmp_path, where):
+    files = tiny_files()
+    out = tmp_path / "data"
+    mirror = out / where
+    mirror.mkdir(parents=True)
+    for name, data in files.items():
+        (mirror / name).write_bytes(data)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    spec = tiny_spec("http://127.0.0.1:9/x/", files)
+    with pytest.raises(InputError, match=r"--mirror .*: is (the --out folder|inside --out).*give another --out"):
+        download(spec, out, mirror=str(mirror), **FAST)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    download(spec, tmp_path / "elsewhere", mirror=str(mirror), **FAST)  # the same mirror, another --out
+    check_layout(tmp_path / "elsewhere", spec)
+
+
+# ------------------------------------------------------------------------------------------
+# Formats
+# ------------------------------------------------------------------------------------------
+
+
+HOSTILE_SGM = [
+    '<seg id="1">  a\tb  </seg>\n', '<seg id="2">cr\rinside</seg>\r\n', '<seg id="3">nel\x85and\u2028ls\u00a0nbsp</seg>\n',
+    '<seg id="4">after</seg> trailing\n', '<seg id="5">one</seg><seg id="6">two</seg>\n', '<seg id="7">no close\n',
+    'continued</seg>\n', '<seg id="8"></seg>\n', '  <seg id="9">indented</seg>\n', "<seg>no id</seg>\n",
+    '<seg id="10">\x1c\x1f\x0b\x0cseps</seg>\n', '\ufeff<seg id="11">bom</seg>\n', '<seg id="12">é 中文 🙂</seg>',
+]
+
+
+@pytest.mark.parametrize("lines", [HOSTILE_SGM, HOSTILE_SGM[::-1], ['<seg id="1">x</seg>\n'], []])
+def test_sgm_lines_are_sacrebleus_text(tmp_path, lines):
+    """nmt reads WMT's SGML itself, line for line as sacreBLEU's FakeSGMLDataset converts it."""
+    from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
+
+    from nmt.download.formats import sgm_lines
+
+    path = tmp_path / "x.sgm"
+    path.write_bytes("".join(lines).encode("utf-8"))
+    theirs = tmp_path / "theirs.txt"
+    FakeSGMLDataset("x", data=[], langpairs={})._convert_format(str(path), str(theirs))
+    assert "".join(line + "\n" for line in sgm_lines(path)).encode("utf-8") == theirs.read_bytes()
+
+
+def test_sgm_that_is_not_utf8_names_the_line(tmp_path):
+    from nmt.download.formats import sgm_lines
+
+    path = tmp_path / "x.sgm"
+    path.write_bytes(b'<seg id="1">ok</seg>\n<seg id="2">caf\xe9</seg>\n')
+    with pytest.raises(InputError, match=r"x.sgm: line 2 is not valid UTF-8"):
+        list(sgm_lines(path))
+
+
+def test_tsv_sources_take_one_column_each(tmp_path):
+    mirror = tmp_path / "m"
+    mirror.mkdir()
+    (mirror / "pairs.tsv").write_text("a house\tein Haus\nthe cat\tdie Katze\textra\n", encoding="utf-8")
+    f = RemoteFile("http://127.0.0.1:9/pairs.tsv")
+    split = Split("train", (Source(f, fmt="tsv", column=0),), (Source(f, fmt="tsv", column=1),), 2)
+    download(DatasetSpec("tsv", "en", "de", "t", "t", splits=(split,)), tmp_path / "out", mirror=str(mirror))
+    assert lines_of(tmp_path / "out" / "train.en") == ["a house", "the cat"]
+    assert lines_of(tmp_path / "out" / "train.de") == ["ein Haus", "die Katze"]
+    (mirror / "pairs.tsv").write_text("no tab here\n", encoding="utf-8")
+    with pytest.raises(DownloadError, match=r"pairs.tsv: line 1 has 1 tab-separated field\(s\), not the 2 expected"):
+        bad = Split("train", (Source(f, fmt="tsv", column=0),), (Source(f, fmt="tsv", column=1),))
+        download(DatasetSpec("tsv", "en", "de", "t", "t", splits=(bad,)), tmp_path / "out2", mirror=str(mirror))
+    with pytest.raises(ValueError, match="column"):
+        dl.check_spec(DatasetSpec("tsv", "en", "de", "t", "t", splits=(Split("train", (Source(f, fmt="tsv"),),
+                                                                           (Source(f),)),)))
