@@ -70,8 +70,11 @@ class OptionSpec:
     high: Optional[float] = None
     low_open: bool = False
     high_open: bool = False
-    requires: Optional[str] = None  # a boolean (or non-empty) field without which this one does nothing
+    requires: Optional[str] = None  # a field without which (while it is off: OFF) this one does nothing
     cli: bool = True  # False: set by nmt itself (e.g. vocab_size, from the data), not on the command line
+
+
+OFF = (False, None, "", 0, "none")  # the values of a field that switch it off (for `requires`)
 
 
 def option(default: Any, help: str, *, flag: Optional[str] = None, aliases: Sequence[str] = (),
@@ -277,7 +280,7 @@ class Overrides(Generic[C]):
         for name, value in self.values.items():
             f = fields_of(self.cls)[name]
             needed = spec_of(f).requires
-            if needed and value != f.default and not getattr(config, needed):
+            if needed and value != f.default and getattr(config, needed) in OFF:
                 given = given_flag(self.cls, name, value)
                 raise ConfigError(f"{given} only applies with {flag_of(self.cls, needed)}; "
                                   f"add {flag_of(self.cls, needed)} or drop {given}")
@@ -340,13 +343,19 @@ class TrainConfig:
     lr_factor: float = option(1.0, "lr = factor * d_model^-0.5 * min(update^-0.5, update * warmup^-1.5).", low=0.0,
                               low_open=True)
     warmup: int = option(4000, "Updates of linear learning-rate warmup.", low=1, high=INT_MAX)
+    lr_tail: Literal["none", "linear", "cosine"] = option(
+        "none", "none: the paper's schedule to the end; linear or cosine: over the last --lr-tail-share of the run "
+        "(by --max-updates or --max-time, whichever ends it first) the learning rate decays to 0.")
+    lr_tail_share: float = option(0.2, "With --lr-tail: the share of the run over which the learning rate decays.",
+                                  low=0.0, high=1.0, low_open=True, requires="lr_tail")
     adam_betas: tuple[float, float] = option((0.9, 0.98), "Adam's beta1 beta2.", low=0.0, high=1.0, high_open=True)
     adam_eps: float = option(1e-9, "Adam's epsilon.", low=0.0)
     label_smoothing: float = option(0.1, "Label smoothing of the training loss.", low=0.0, high=1.0, high_open=True)
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: no clipping).", low=0.0)
     max_updates: int = option(100000, "Stop after this many updates.", low=1, high=INT_MAX)
     max_epochs: int = option(0, "Stop after this many epochs (0: no limit).", low=0, high=INT_MAX)
-    max_time: float = option(0.0, "Stop after this many seconds of training (0: no limit).", low=0.0)
+    max_time: float = option(0.0, "Stop after this many seconds of the run, resumed sessions included (0: no "
+                             "limit).", low=0.0)
     save_interval: int = option(1000, "Updates between checkpoints.", low=1, high=INT_MAX)
     keep_last: int = option(10, "Step checkpoints kept (for averaging).", low=1, high=INT_MAX)
     valid_interval: int = option(1000, "Updates between validations.", low=1, high=INT_MAX)

@@ -27,18 +27,16 @@ from torch import Tensor
 
 from nmt import checkpoint
 from nmt.batching import collate, group_updates, make_batches, shard
-from nmt.bpe import Tokenizer
 from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
 from nmt.dataset import ParallelDataset, data_identity, read_bpe_model
 from nmt.device import autocast, make_scaler, precision_warning, resolve_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
-from nmt.evaluate import bleu
 from nmt.files import atomic_write
 from nmt.loss import Workspace, label_smoothed_loss, projected_loss
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.search import SearchConfig, search
+from nmt.validation import Validator
 
 LOG_NAME = "log.jsonl"
 CONFIG_NAME = "config.toml"
@@ -66,6 +64,16 @@ def learning_rate(update: int, d_model: int, factor: float, warmup: int) -> floa
     """lr = factor * d_model^-0.5 * min(update^-0.5, update * warmup^-1.5), for update >= 1."""
     update = max(update, 1)
     return factor * d_model ** -0.5 * min(update ** -0.5, update * warmup ** -1.5)
+
+
+def tail_factor(kind: str, progress: float, share: float) -> float:
+    """What the learning rate is multiplied by at `progress` (0: start, 1: end) of a run whose last `share`
+    is a decay to 0 (`kind` linear or cosine); 1 throughout for `none`, the paper's schedule."""
+    start = 1.0 - share
+    if kind == "none" or progress <= start:
+        return 1.0
+    x = min((progress - start) / share, 1.0)
+    return 1.0 - x if kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * x))
 
 
 def rng_state(device: torch.device) -> dict:
@@ -130,11 +138,6 @@ def open_tensorboard(log_dir: Path) -> Any:
     return SummaryWriter(log_dir=str(log_dir))
 
 
-def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
-    """sacreBLEU 13a cased, the first figure of `nmt eval`."""
-    return bleu(hyps, refs, "validation translations", "validation references")
-
-
 # -- training ------------------------------------------------------------------------------------
 
 
@@ -151,6 +154,7 @@ class TrainState:
     best_bleu: Optional[float] = None
     bad_validations: int = 0  # validations since the best BLEU (for --patience)
     lr_offset: int = 0  # fine-tuning with the schedule kept: the updates of the run it started from
+    elapsed: float = 0.0  # seconds of the run so far, over every session (for --max-time and --lr-tail)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,6 +166,23 @@ class TrainState:
             raise CheckpointError(f"{path}: a training checkpoint without {', '.join(missing)}; it is damaged; "
                                   "move it out of the run folder to resume from the one before")
         return cls(**{f.name: ckpt[f.name] for f in dataclasses.fields(cls) if f.name in ckpt})
+
+
+@dataclass
+class Session:
+    """What this process tracks of the run beside `TrainState`: rebuilt at every start, so not saved."""
+
+    started: float = 0.0  # time.monotonic() at which the run's elapsed time was 0
+    begun: float = 0.0  # the run's elapsed seconds when this session began to train
+    bad_updates: int = 0  # consecutive skipped updates (for --max-bad-updates)
+    saved_at: int = -1  # the update of the newest step checkpoint
+    last_path: Optional[Path] = None  # the newest step checkpoint
+    best_path: Optional[Path] = None  # checkpoint_best.pt, once written
+    time_up: bool = False  # --max-time reached (every rank agrees: the flag travels in each update's all-reduce)
+    stop_requested: bool = False  # Ctrl-C or SIGTERM reached some rank
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 @dataclass
@@ -189,10 +210,10 @@ class Trainer:
         self.train_data = ParallelDataset(data_dir, "train")
         if len(self.train_data) == 0:
             raise DataError(f"{data_dir}: the train split holds no pairs; check the filters of `nmt prepare`")
-        self.valid_data = ParallelDataset(data_dir, "valid") if (data_dir / "valid.idx").exists() else None
-        self.valid_index = self.fitting_valid_pairs()
         self.identity = data_identity(data_dir)
         self.bpe_model = read_bpe_model(data_dir)
+        self.validator = Validator(data_dir, self.bpe_model, model_cfg.max_positions, train_cfg.max_tokens,
+                                   train_cfg.valid_bleu_sentences, train_cfg.valid_beam)
         self.precision = resolve_precision(train_cfg.precision, device, training=True, d_model=model_cfg.d_model)
         torch.manual_seed(train_cfg.seed)
         self.module = Transformer(model_cfg).to(device)
@@ -203,24 +224,9 @@ class Trainer:
         self.scaler = make_scaler(self.precision == "fp16", device.type)
         self.workspace = Workspace()  # the (N, V) logits of the fused loss, reused batch after batch
         self.state = TrainState()
-        self.bad_updates = 0  # consecutive skipped updates (for --max-bad-updates)
-        self.saved_at = -1
-        self.last_path: Optional[Path] = None
-        self.best_path: Optional[Path] = None
-        self.time_up = self.early_stop = self.stop_now = False
-        self.start = time.monotonic()
+        self.session = Session(started=time.monotonic())
         self.metrics: Optional[Metrics] = None
         self._epoch_cache: tuple[int, list[np.ndarray], list[list[int]]] = (-1, [], [])
-        self._tokenizer: Optional[Tokenizer] = None
-        self._references: Optional[list[str]] = None
-
-    def fitting_valid_pairs(self) -> np.ndarray:
-        """Validation pairs whose source and target (+ EOS/BOS) fit the model's positions."""
-        if self.valid_data is None:
-            return np.zeros(0, dtype=np.int64)
-        limit = self.model_cfg.max_positions - 1
-        fits = (self.valid_data.src_lengths <= limit) & (self.valid_data.tgt_lengths <= limit)
-        return np.flatnonzero(fits)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -234,10 +240,9 @@ class Trainer:
             self.scaler.load_state_dict(ckpt["scaler"])
         self.state = TrainState.from_checkpoint(ckpt, path)
         self.restore_rng(ckpt)
-        self.saved_at = self.state.updates
-        self.last_path = path
         best = self.out_dir / checkpoint.BEST_NAME
-        self.best_path = best if best.is_file() else None
+        self.session = Session(started=time.monotonic() - self.state.elapsed, saved_at=self.state.updates,
+                               last_path=path, best_path=best if best.is_file() else None)
 
     def start_from(self, path: Path) -> str:
         """Fine-tuning: this new run's weights (and, unless reset, Adam's moments and the position in the
@@ -257,8 +262,13 @@ class Trainer:
             taken.append(f"learning-rate schedule (at update {self.state.lr_offset})")
         return f"fine-tuning from {path} (update {ckpt['updates']} of its run): took its {', '.join(taken)}"
 
-    def learning_rate(self, update: int) -> float:
-        return learning_rate(update + self.state.lr_offset, self.model_cfg.d_model, self.cfg.lr_factor, self.cfg.warmup)
+    def learning_rate(self, update: int, elapsed: float = 0.0) -> float:
+        """The learning rate of update `update` (1-based), `elapsed` seconds into the run."""
+        cfg = self.cfg
+        base = learning_rate(update + self.state.lr_offset, self.model_cfg.d_model, cfg.lr_factor, cfg.warmup)
+        # The run's progress: whichever of its limits it is nearer to, counted at the update's start.
+        progress = max((update - 1) / cfg.max_updates, elapsed / cfg.max_time if cfg.max_time > 0 else 0.0)
+        return base * tail_factor(cfg.lr_tail, progress, cfg.lr_tail_share)
 
     def restore_rng(self, ckpt: dict) -> None:
         """Each rank continues its own random streams, so a resumed run draws the dropout masks it would have."""
@@ -289,6 +299,7 @@ class Trainer:
     def save(self, best: bool = False) -> Path:
         """A step checkpoint (or checkpoint_best.pt); every rank must call it, rank 0 writes."""
         rngs = self.comm.gather(rng_state(self.device))
+        self.state.elapsed = self.session.elapsed()
         path = self.out_dir / (checkpoint.BEST_NAME if best else checkpoint.STEP_NAME.format(self.state.updates))
         if self.is_main:
             checkpoint.save(path, self.payload(rngs))
@@ -296,9 +307,9 @@ class Trainer:
                 checkpoint.prune(self.out_dir, self.cfg.keep_last)
             self.progress(Progress("train", message=f"saved {path}"))
         if best:
-            self.best_path = path
+            self.session.best_path = path
         else:
-            self.saved_at, self.last_path = self.state.updates, path
+            self.session.saved_at, self.session.last_path = self.state.updates, path
         return path
 
     def log(self, record: dict, section: str = "train") -> None:
@@ -321,16 +332,20 @@ class Trainer:
         share = shard(group, self.comm.rank, self.comm.world) if self.comm.world > 1 else group
         loss_sum, nll_sum, tokens = self.accumulate(share)
         # One all-reduce carries the update's figures and the flags every rank must agree on.
-        flags = torch.tensor([tokens, self.stop.is_set(), self.out_of_time()], dtype=torch.float64, device=self.device)
+        # The elapsed time too, averaged: every rank must set the same learning rate.
+        elapsed = self.session.elapsed()
+        flags = torch.tensor([tokens, self.stop.is_set(), self.out_of_time(elapsed), elapsed], dtype=torch.float64,
+                             device=self.device)
         total = self.comm.all_sum(torch.cat([torch.stack([loss_sum, nll_sum]), flags])).tolist()
         loss_total, nll_total, all_tokens = total[0], total[1], int(total[2])
-        self.stop_now, self.time_up = self.stop_now or total[3] > 0, total[4] > 0
+        self.session.stop_requested = self.session.stop_requested or total[3] > 0
+        self.session.time_up, elapsed = total[4] > 0, total[5] / self.comm.world
         per_token = (loss_total / max(all_tokens, 1), nll_total / max(all_tokens, 1))
         if not math.isfinite(loss_total):
             return self.skip(f"the loss is {loss_total}", per_token, all_tokens, count=True)
         gnorm = self.normalise_gradients(all_tokens)
         for group_ in self.optimizer.param_groups:
-            group_["lr"] = self.learning_rate(self.state.updates + 1)
+            group_["lr"] = self.learning_rate(self.state.updates + 1, elapsed)
         if self.scaler.is_enabled():
             scale = self.scaler.get_scale()
             self.scaler.step(self.optimizer)  # skips the step when a gradient overflowed
@@ -344,7 +359,7 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.state.updates += 1
-        self.bad_updates = 0
+        self.session.bad_updates = 0
         return UpdateStats(*per_token, all_tokens, gnorm, applied=True)
 
     def accumulate(self, share: list[np.ndarray]) -> tuple[Tensor, Tensor, int]:
@@ -388,68 +403,20 @@ class Trainer:
     def skip(self, why: str, per_token: tuple[float, float], tokens: int, count: bool) -> UpdateStats:
         """Drop this update's gradients; too many non-finite losses in a row stop training."""
         self.optimizer.zero_grad(set_to_none=True)
-        self.bad_updates += count
+        self.session.bad_updates += count
         self.progress(Progress("train", message=f"update {self.state.updates + 1} skipped: {why}"))
         self.log({"update": self.state.updates + 1, "skipped": why})
-        if self.bad_updates >= self.cfg.max_bad_updates:
-            last = (f"the last good checkpoint is {self.last_path}; resume from it" if self.last_path
+        if self.session.bad_updates >= self.cfg.max_bad_updates:
+            last = (f"the last good checkpoint is {self.session.last_path}; resume from it" if self.session.last_path
                     else "no checkpoint was written yet; start again")
             raise TrainingDiverged(
-                f"update {self.state.updates + 1}: the loss was NaN/inf in {self.bad_updates} updates in a row "
+                f"update {self.state.updates + 1}: the loss was NaN/inf in {self.session.bad_updates} updates in a row "
                 f"(--max-bad-updates {self.cfg.max_bad_updates}), training stopped; {last} with a lower "
                 "--lr-factor, a --clip-norm, or --precision fp32")
         return UpdateStats(*per_token, tokens, math.nan, applied=False)
 
-    def out_of_time(self) -> bool:
-        return self.cfg.max_time > 0 and time.monotonic() - self.start >= self.cfg.max_time
-
-    @torch.inference_mode()
-    def validate(self) -> Optional[float]:
-        """Mean NLL per target token on the validation split (no label smoothing, no dropout)."""
-        if not len(self.valid_index):
-            return None
-        self.module.eval()
-        data, index = self.valid_data, self.valid_index
-        nll_sum, tokens = 0.0, 0
-        for positions in make_batches(data.src_lengths[index], data.tgt_lengths[index], self.cfg.max_tokens, shuffle=False):
-            batch = collate(data, index[positions]).to(self.device)
-            with self.autocast():
-                logits = self.module(batch.src, batch.tgt_in)
-            _, nll = label_smoothed_loss(logits.flatten(0, 1), batch.tgt_out.flatten(), 0.0)
-            nll_sum, tokens = nll_sum + nll.item(), tokens + batch.tgt_tokens
-        return nll_sum / max(tokens, 1)
-
-    def bleu_index(self) -> np.ndarray:
-        return self.valid_index[: self.cfg.valid_bleu_sentences]
-
-    def references(self) -> list[str]:
-        """The BLEU references: the valid split's target ids decoded with the run's BPE model."""
-        if self._references is None:
-            self._tokenizer = self._tokenizer or Tokenizer.from_bytes(self.bpe_model)
-            self._references = self._tokenizer.decode([self.valid_data[int(i)][1] for i in self.bleu_index()])
-        return self._references
-
-    @torch.inference_mode()
-    def translate_valid(self) -> list[str]:
-        """Greedy (or --valid-beam) translations of the first --valid-bleu-sentences validation sources."""
-        self.module.eval()
-        data, index = self.valid_data, self.bleu_index()
-        search_cfg = SearchConfig(beam=self.cfg.valid_beam, nbest=1)
-        self._tokenizer = self._tokenizer or Tokenizer.from_bytes(self.bpe_model)
-        hyps = [""] * len(index)
-        budget = max(1, self.cfg.max_tokens // self.cfg.valid_beam)  # beams multiply the batch
-        for positions in make_batches(data.src_lengths[index], data.tgt_lengths[index], budget, shuffle=False):
-            batch = collate(data, index[positions]).to(self.device)
-            with self.autocast():
-                found = search(self.module, batch.src, search_cfg, self.model_cfg.max_positions)
-            for j, text in zip(positions, self._tokenizer.decode([h[0].tokens if h else [] for h in found])):
-                hyps[j] = text
-        return hyps
-
-    def valid_bleu(self) -> Optional[float]:
-        if not len(self.bleu_index()):
-            return None
-        return corpus_bleu(self.translate_valid(), self.references())
+    def out_of_time(self, elapsed: float) -> bool:
+        return self.cfg.max_time > 0 and elapsed >= self.cfg.max_time
 
     def epoch_groups(self) -> tuple[list[np.ndarray], list[list[int]]]:
         """This epoch's batches and update groups: the same on every rank, fixed by (seed, epoch)."""
@@ -466,9 +433,9 @@ class Trainer:
             return "max-updates"
         if cfg.max_epochs > 0 and self.state.epoch >= cfg.max_epochs:
             return "max-epochs"
-        if self.time_up:
+        if self.session.time_up:
             return "max-time"
-        if self.early_stop:
+        if cfg.patience and self.state.bad_validations >= cfg.patience:
             return "patience"
         return ""
 
@@ -501,16 +468,16 @@ class Trainer:
             self.progress(Progress("train", message=warning))
 
     def run(self) -> TrainResult:
-        self.start = time.monotonic()
+        self.session.started = time.monotonic() - self.state.elapsed  # the clock runs from here (set-up excluded)
         if self.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.metrics = Metrics(self.out_dir)
             self.write_config()
         self.wrap()
         self.announce()
-        tokens_seen = 0
-        if self.last_path is None and self.is_main:
-            self.last_path = checkpoint.latest(self.out_dir)
+        tokens_seen, self.session.begun = 0, self.session.elapsed()
+        if self.session.last_path is None and self.is_main:
+            self.session.last_path = checkpoint.latest(self.out_dir)
         try:
             with self.stop.installed():
                 while not self.finished():
@@ -523,32 +490,33 @@ class Trainer:
                     tokens_seen += stats.tokens
                     if stats.applied:
                         self.after_update(stats, tokens_seen, len(groups))
-                    if self.stop_now:
-                        path = self.save() if self.state.updates > self.saved_at else self.last_path
+                    if self.session.stop_requested:
+                        path = self.save() if self.state.updates > self.session.saved_at else self.session.last_path
                         raise TrainingInterrupted(f"interrupted at update {self.state.updates}; checkpoint {path}; "
                                                   "run the same command to resume", signum=self.stop.signum)
                 stopped = self.finished()
                 if self.state.updates % self.cfg.valid_interval != 0 and stopped != "patience":
                     self.report_valid(periodic=False)
-                if self.state.updates > self.saved_at:
+                if self.state.updates > self.session.saved_at:
                     self.save()
         except KeyboardInterrupt:  # a second Ctrl-C: no time to save
-            raise TrainingInterrupted(f"aborted during update {self.state.updates + 1}; newest checkpoint {self.last_path}; "
+            raise TrainingInterrupted(f"aborted during update {self.state.updates + 1}; newest checkpoint {self.session.last_path}; "
                                       "run the same command to resume from it") from None
         finally:
             if self.metrics is not None:
                 self.metrics.close()
-        seconds = time.monotonic() - self.start
-        return TrainResult(self.state.updates, self.state.epoch, self.last_path, self.state.valid_loss, seconds,
-                           tokens_seen / max(seconds, 1e-9), valid_bleu=self.state.valid_bleu, best_checkpoint=self.best_path,
+        seconds = self.session.elapsed() - self.session.begun
+        return TrainResult(self.state.updates, self.state.epoch, self.session.last_path, self.state.valid_loss, seconds,
+                           tokens_seen / max(seconds, 1e-9), valid_bleu=self.state.valid_bleu, best_checkpoint=self.session.best_path,
                            stopped=stopped, rank=self.comm.rank)
 
     def after_update(self, stats: UpdateStats, tokens_seen: int, n_groups: int) -> None:
-        elapsed = time.monotonic() - self.start
+        elapsed = self.session.elapsed()
         if self.state.updates % self.cfg.log_interval == 0 or self.state.updates == 1:
             info = {"epoch": self.state.epoch + 1, "loss": stats.loss, "ppl": math.exp(min(stats.nll, 50.0)),
-                    "lr": self.learning_rate(self.state.updates),
-                    "gnorm": stats.gnorm, "tok/s": tokens_seen / max(elapsed, 1e-9), "elapsed": elapsed,
+                    "lr": self.learning_rate(self.state.updates, elapsed),
+                    "gnorm": stats.gnorm, "tok/s": tokens_seen / max(elapsed - self.session.begun, 1e-9),
+                    "elapsed": elapsed,
                     "batch": f"{self.state.position}/{n_groups}"}
             self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates", info=info))
             self.log({"update": self.state.updates, **info})
@@ -563,11 +531,12 @@ class Trainer:
         Only periodic validations count towards --patience, so that stopping and resuming does not
         change when early stopping triggers; the final one still updates the best checkpoint.
         """
-        if not len(self.valid_index):
+        if not len(self.validator):
             return
         measured = [math.nan, math.nan]
         if self.is_main:
-            loss, bleu = self.validate(), self.valid_bleu()
+            loss = self.validator.loss(self.module, self.device, self.autocast)
+            bleu = self.validator.bleu(self.module, self.device, self.autocast)
             measured = [loss, math.nan if bleu is None else bleu]
         loss, bleu = self.comm.broadcast(measured)
         self.state.valid_loss, self.state.valid_bleu = loss, None if math.isnan(bleu) else bleu
@@ -585,7 +554,6 @@ class Trainer:
         self.progress(Progress("train", message=text, info=record))
         if improved:
             self.save(best=True)
-        if self.cfg.patience and self.state.bad_validations >= self.cfg.patience:
-            self.early_stop = True
+        if self.finished() == "patience":
             self.progress(Progress("train", message=f"early stop: no BLEU improvement in {self.state.bad_validations} "
                                    f"validations (--patience {self.cfg.patience}); best {self.state.best_bleu:.2f}"))

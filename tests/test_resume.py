@@ -90,6 +90,29 @@ def test_stop_and_resume_gives_identical_parameters(data, tmp_path, reference):
     assert_identical(resume(data, tmp_path, 2 * k), reference(2 * k))
 
 
+def test_a_run_with_a_tail_resumes_exactly(data, tmp_path):
+    """--lr-tail's rate depends on where the run ends (--max-updates 20), not on where a session stopped
+    (here at the end of epoch 1, 14 updates)."""
+    tail = dict(lr_tail="cosine", lr_tail_share=0.5)
+    straight = run(data, tmp_path / "straight", 20, **tail)
+    first = run(data, tmp_path / "stopped", 20, max_epochs=1, **tail)
+    assert checkpoint.load(first)["updates"] == 14
+    assert_identical(resume(data, tmp_path / "stopped", 20, **tail), straight)
+
+
+def test_max_time_counts_the_run_not_the_session(data, tmp_path):
+    """A resumed run keeps its clock: a run that has used its --max-time stops after one more update."""
+    run(data, tmp_path, 3)
+    path = checkpoint.latest(tmp_path)
+    ckpt = checkpoint.load(path)
+    ckpt["elapsed"] = 1000.0  # seconds the run has taken so far
+    torch.save(ckpt, path)
+    with torch_threads(1):
+        result = train(data, tmp_path, preset="tiny", model_overrides=MODEL,
+                       train_overrides={**TRAIN, "max_updates": 50, "max_time": 500.0})
+    assert (result.updates, result.stopped) == (4, "max-time")
+
+
 def test_a_restart_from_scratch_is_not_taken_for_a_resume(data, tmp_path, reference, monkeypatch):
     """The check above on a deliberately broken `restore` that loads nothing: training restarts from
     update 0 and reaches the reference parameters all the same, so only the log can tell."""

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import nmt.trainer as trainer_module
+import nmt.validation as validation_module
 from conftest import prepare_sample
 from nmt import checkpoint
 from nmt.vocab import PAD
@@ -20,7 +21,7 @@ from nmt.config import TrainConfig, from_dict, to_dict
 from nmt.errors import ConfigError, OutputError
 from nmt.errors import TrainingDiverged
 from nmt.train import train
-from nmt.trainer import learning_rate
+from nmt.trainer import learning_rate, tail_factor
 
 
 @pytest.mark.parametrize(
@@ -45,6 +46,17 @@ def test_learning_rate_peaks_at_warmup():
     rates = [learning_rate(s, 512, 1.0, 4000) for s in range(1, 20000, 7)]
     peak_step = 1 + 7 * int(np.argmax(rates))
     assert abs(peak_step - 4000) <= 7
+
+
+@pytest.mark.parametrize("kind, progress, share, expected", [
+    ("none", 0.99, 0.2, 1.0),  # the paper's schedule: no tail
+    ("linear", 0.5, 0.2, 1.0), ("linear", 0.8, 0.2, 1.0),  # before the tail
+    ("linear", 0.9, 0.2, 0.5), ("linear", 1.0, 0.2, 0.0), ("linear", 1.3, 0.2, 0.0),  # down to 0 at the end
+    ("cosine", 0.8, 0.2, 1.0), ("cosine", 0.9, 0.2, 0.5), ("cosine", 0.85, 0.2, 0.5 * (1 + math.cos(math.pi / 4))),
+    ("cosine", 1.0, 0.2, 0.0), ("linear", 0.5, 1.0, 0.5),  # a tail over the whole run
+])
+def test_tail_factor(kind, progress, share, expected):
+    assert tail_factor(kind, progress, share) == pytest.approx(expected, abs=1e-12)
 
 
 # -- training runs on a tiny model (one CPU thread) ----------------------------------------------
@@ -88,7 +100,7 @@ def test_validation_bleu_and_best_checkpoint(data, tmp_path):
 
 def test_patience_stops_after_validations_without_improvement(data, tmp_path, monkeypatch):
     scores = iter([10.0, 12.0, 11.0, 12.0, 30.0])  # best at the 2nd validation; the 3rd and 4th do not beat it
-    monkeypatch.setattr(trainer_module, "corpus_bleu", lambda hyps, refs: next(scores))
+    monkeypatch.setattr(validation_module, "corpus_bleu", lambda hyps, refs: next(scores))
     events = []
     result = run(data, tmp_path, events, max_updates=50, valid_interval=1, patience=2)
     assert result.updates == 4 and result.stopped == "patience"
@@ -207,3 +219,20 @@ def test_unwritable_config_is_a_one_line_error(data, tmp_path):
     (tmp_path / "config.toml").mkdir()  # the file cannot be written: a folder is in the way
     with pytest.raises(OutputError, match="config.toml: is a folder"):
         run(data, tmp_path, max_updates=1)
+
+
+def test_a_tail_ends_the_schedule_at_max_updates(data, tmp_path):
+    """--lr-tail linear over the last half: the logged rate falls linearly to (nearly) 0 at the last update,
+    and the first half follows the paper's schedule."""
+    run(data, tmp_path, max_updates=8, lr_tail="linear", lr_tail_share=0.5)
+    rates = [r["lr"] for r in log_records(tmp_path) if "lr" in r]
+    paper = [learning_rate(u, 32, 2.0, 10) for u in range(1, 9)]  # tiny preset: lr_factor 2.0
+    assert rates[:5] == pytest.approx(paper[:5])  # progress (u - 1) / 8 <= 0.5
+    assert rates[5:] == pytest.approx([paper[5] * 0.75, paper[6] * 0.5, paper[7] * 0.25])
+
+
+def test_a_tail_without_a_schedule_end_is_refused():
+    with pytest.raises(ConfigError, match="--lr-tail-share only applies with --lr-tail"):
+        from nmt.config import Overrides
+
+        Overrides(TrainConfig, {"lr_tail_share": 0.3}).apply()
