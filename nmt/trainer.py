@@ -27,9 +27,8 @@ from torch import Tensor
 
 from nmt import checkpoint
 from nmt.batching import collate, group_updates, make_batches, shard
-from nmt.bpe import Tokenizer
 from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
-from nmt.dataset import ParallelDataset, data_identity, read_bpe_model
+from nmt.dataset import ParallelDataset, data_identity, read_tokenizer
 from nmt.device import autocast, make_scaler, precision_warning, training_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
@@ -192,7 +191,7 @@ class Trainer:
         self.valid_data = ParallelDataset(data_dir, "valid") if (data_dir / "valid.idx").exists() else None
         self.valid_index = self.fitting_valid_pairs()
         self.identity = data_identity(data_dir)
-        self.bpe_model = read_bpe_model(data_dir)
+        self.tokenizer = read_tokenizer(data_dir)
         self.precision = training_precision(train_cfg.precision, device, model_cfg.d_model)
         torch.manual_seed(train_cfg.seed)
         self.module = Transformer(model_cfg).to(device)
@@ -211,7 +210,6 @@ class Trainer:
         self.start = time.monotonic()
         self.metrics: Optional[Metrics] = None
         self._epoch_cache: tuple[int, list[np.ndarray], list[list[int]]] = (-1, [], [])
-        self._tokenizer: Optional[Tokenizer] = None
         self._references: Optional[list[str]] = None
 
     def fitting_valid_pairs(self) -> np.ndarray:
@@ -275,11 +273,11 @@ class Trainer:
                                f"this run has {world}: dropout masks differ from an uninterrupted run"))
 
     def payload(self, rngs: list[dict]) -> dict:
-        """The checkpoint: configs, data identity, BPE model, weights, optimiser, scaler, each rank's random
+        """The checkpoint: configs, data identity, tokenizer, weights, optimiser, scaler, each rank's random
         generators and the `TrainState` fields."""
         payload = {
             "model_config": to_dict(self.model_cfg), "train_config": to_dict(self.cfg), "data": self.identity,
-            "bpe_model": self.bpe_model, "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "tokenizer": self.tokenizer.to_data(), "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(), "rng": rngs[0], **self.state.to_dict(),
         }
         if len(rngs) > 1:
@@ -423,10 +421,9 @@ class Trainer:
         return self.valid_index[: self.cfg.valid_bleu_sentences]
 
     def references(self) -> list[str]:
-        """The BLEU references: the valid split's target ids decoded with the run's BPE model."""
+        """The BLEU references: the valid split's target ids decoded with the run's tokenizer."""
         if self._references is None:
-            self._tokenizer = self._tokenizer or Tokenizer.from_bytes(self.bpe_model)
-            self._references = self._tokenizer.decode([self.valid_data[int(i)][1] for i in self.bleu_index()])
+            self._references = self.tokenizer.decode([self.valid_data[int(i)][1] for i in self.bleu_index()])
         return self._references
 
     @torch.inference_mode()
@@ -435,14 +432,13 @@ class Trainer:
         self.module.eval()
         data, index = self.valid_data, self.bleu_index()
         search_cfg = SearchConfig(beam=self.cfg.valid_beam, nbest=1)
-        self._tokenizer = self._tokenizer or Tokenizer.from_bytes(self.bpe_model)
         hyps = [""] * len(index)
         budget = max(1, self.cfg.max_tokens // self.cfg.valid_beam)  # beams multiply the batch
         for positions in make_batches(data.src_lengths[index], data.tgt_lengths[index], budget, shuffle=False):
             batch = collate(data, index[positions]).to(self.device)
             with self.autocast():
                 found = search(self.module, batch.src, search_cfg, self.model_cfg.max_positions)
-            for j, text in zip(positions, self._tokenizer.decode([h[0].tokens if h else [] for h in found])):
+            for j, text in zip(positions, self.tokenizer.decode([h[0].tokens if h else [] for h in found])):
                 hyps[j] = text
         return hyps
 
