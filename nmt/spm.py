@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
@@ -34,10 +35,15 @@ Seed = Union[int, Sequence[int]]
 _MAX_LINE_BYTES = 1 << 20
 
 
+# SentencePiece's messages start with where its check failed: "INTERNAL: src/x.cc(638) [condition] ".
+_LOCATION = re.compile(r"^[A-Z_]+: \S+\(\d+\) \[.*?\]\s*")
+
+
 def _error_text(e: Exception) -> str:
-    """SentencePiece's message without its source location: 'INTERNAL: src/x.cc(638) [check] Message.' -> 'Message.'"""
-    text = " ".join(str(e).split())
-    return text.split("] ", 1)[1].strip() if "] " in text else text
+    """SentencePiece's message without the location, and without the sentences that advise its own
+    options (`--character_coverage`: not nmt's); "" when only the location is left."""
+    text = _LOCATION.sub("", " ".join(str(e).split())).rstrip(".")
+    return ". ".join(part for part in text.split(". ") if "--" not in part)
 
 
 def _load(data: bytes, name: str, what: str = "SentencePiece model") -> spm.SentencePieceProcessor:
