@@ -5,35 +5,39 @@ One subword vocabulary is shared by both languages (as in the Transformer paper'
 
 Special token ids are youtokentome's defaults (PAD=0, UNK=1, BOS=2, EOS=3), defined in
 nmt/vocab.py; the models this module trains and loads are checked to use them.
+
+`BpeTokenizer` is one of the `nmt.tokenizer.Tokenizer`s (the other is SentencePiece's, nmt/spm.py).
+Its subword regularisation (`encode(..., dropout=p, seed=s)`) is BPE-dropout run by `_Merges` in
+numpy over the model's merge table, seeded: youtokentome's own `dropout_prob` draws from one
+process-wide generator that nothing can seed (a `std::mt19937` in its bpe.cpp), so a resumed
+training run could not draw the same segmentations again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 import os
 import re
 import shutil
 import sys
 import tempfile
+from collections import defaultdict
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import youtokentome as yttm
 
-from nmt.config import INT_MAX, check_range
+from nmt.config import check_range
+from nmt.corpus import check_train_args, training_text
 from nmt.errors import InputError, OutputError, os_error_message
-from nmt.files import atomic_write, check_output_file, read_lines, resolve_text
+from nmt.files import atomic_write, check_output_file
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.vocab import BOS, EOS, PAD, SPECIALS, UNK
+from nmt.vocab import BOS, EOS, PAD, SPECIALS, UNK, cut_at_eos
 
-
-# Vocabulary sizes youtokentome can handle sensibly: its trainer's run time grows
-# linearly with vocab_size even when the data runs out of merges (1e9 takes minutes).
-MIN_VOCAB_SIZE = 5
-MAX_VOCAB_SIZE = 1 << 24
+KIND = "youtokentome"
+Seed = Union[int, Sequence[int]]  # a numpy seed: an int, or several (e.g. the run's seed, the epoch, the chunk)
 
 # A youtokentome model is plain text: "n_chars n_rules", n_chars lines "codepoint id",
 # n_rules lines "left right merged", then "unk pad bos eos".  yttm itself loads any
@@ -82,8 +86,13 @@ def _load_yttm(data: bytes, threads: int) -> yttm.BPE:
             os.unlink(tmp)
 
 
-class Tokenizer:
-    """A loaded joint BPE model: text <-> subword ids (specials: PAD, UNK, BOS, EOS = 0..3)."""
+class BpeTokenizer:
+    """A loaded joint BPE model: text <-> subword ids (specials: PAD, UNK, BOS, EOS = 0..3).
+
+    An `nmt.tokenizer.Tokenizer`: one model serves both sides, so `side` changes nothing.
+    """
+
+    kind = KIND
 
     def __init__(self, model_bytes: bytes, name: str = "<bytes>") -> None:
         """Prefer `from_file` / `from_bytes`; `name` appears in error messages."""
@@ -91,13 +100,14 @@ class Tokenizer:
         self.model_bytes: bytes = model_bytes
         self.name = name
         self._models: dict[int, yttm.BPE] = {}  # per thread count: yttm fixes it at load time
+        self._merges: Optional[_Merges] = None  # parsed on the first encode with dropout
         if self._model(-1).vocab_size() != self.vocab_size:
             raise InputError(
                 f"{name}: BPE model is corrupt (inconsistent ids); train it again with `nmt bpe`"
             )
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "Tokenizer":
+    def from_file(cls, path: str | Path) -> "BpeTokenizer":
         """Load a model file; InputError when it is missing, unreadable, corrupt or foreign."""
         path = Path(path)
         try:
@@ -109,35 +119,197 @@ class Tokenizer:
         return cls(data, str(path))
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Tokenizer":
+    def from_bytes(cls, data: bytes, name: str = "embedded BPE model") -> "BpeTokenizer":
         """Load a model from its bytes (checkpoints embed them)."""
-        return cls(data, "embedded BPE model")
+        return cls(data, name)
 
     def _model(self, threads: int) -> yttm.BPE:
         if threads not in self._models:
             self._models[threads] = _load_yttm(self.model_bytes, threads)
         return self._models[threads]
 
-    def encode(self, lines: list[str], threads: int = -1) -> list[list[int]]:
-        """Subword ids of each line, without BOS/EOS; -1 threads means all cores."""
-        return self._model(threads).encode(list(lines))
+    def encode(self, lines: Sequence[str], side: str = "source", threads: int = -1, dropout: float = 0.0,
+               seed: Seed = 0) -> list[list[int]]:
+        """Subword ids of each line, without BOS/EOS; -1 threads means all cores.
 
-    def decode(self, ids: Iterable[Sequence[int]]) -> list[str]:
+        `dropout` > 0: BPE-dropout, each applicable merge skipped with that probability at every step; the
+        same lines, `dropout` and `seed` give the same ids (on one thread, whatever `threads` says).
+        """
+        _check_side(side)
+        check_range("dropout", dropout, 0.0, 1.0, high_open=True)
+        if dropout == 0.0:
+            return self._model(threads).encode(list(lines))
+        if self._merges is None:
+            self._merges = _Merges(self.model_bytes.decode("ascii"), self.vocab_size)
+        return self._merges.encode(list(lines), dropout, np.random.default_rng(seed))
+
+    def decode(self, ids: Iterable[Sequence[int]], side: str = "target") -> list[str]:
         """Text of each id sequence: stops at the first EOS and skips PAD and BOS."""
-        cut = []
-        for seq in ids:
-            seq = [int(i) for i in seq]
-            if EOS in seq:
-                seq = seq[: seq.index(EOS)]
-            cut.append(seq)
+        _check_side(side)
+        cut = [cut_at_eos(seq) for seq in ids]
         if not cut:
             return []
-        return self._model(-1).decode(cut, ignore_ids=[PAD, BOS, EOS])
+        return self._model(-1).decode(cut)
 
-    def pieces(self, ids: Sequence[int]) -> list[str]:
+    def pieces(self, ids: Iterable[int]) -> list[str]:
         """Subword string of each id ("▁" marks a word start), for attention plots."""
         model = self._model(-1)
         return [model.id_to_subword(int(i)) for i in ids]
+
+    def vocab(self) -> list[str]:
+        """Every piece, by id."""
+        return self._model(-1).vocab()
+
+    def to_data(self) -> dict:
+        """The `nmt.tokenizer` data form: plain data, for checkpoints."""
+        return {"kind": KIND, "version": 1, "source": self.model_bytes}
+
+
+def _check_side(side: str) -> None:
+    if side not in ("source", "target"):
+        raise ValueError(f"side must be 'source' or 'target', not {side!r}")
+
+
+# Whitespace as youtokentome sees it: C's isspace on ASCII, and its word-start mark "▁" (any other
+# character, e.g. a no-break space, is part of a word). A match is a word, or the newline that ends a line.
+_WORD_OR_END = re.compile("[^\t\n\v\f\r \u2581]+|\n")
+
+
+class _Merges:
+    """youtokentome's segmentation in numpy, with BPE-dropout: run over all the words of a batch at once.
+
+    Per word: start from "▁" and its characters (a run of unknown characters is one UNK), then merge, one
+    pair per step, the adjacent pair whose rule comes first in the model (leftmost on ties); that is
+    youtokentome's encoding, which `encode(..., p=0)` reproduces id for id. BPE-dropout (Provilkov et al.,
+    2020): at each step every applicable merge is skipped with probability p, the first one kept is made,
+    and the word is finished when all are skipped (p=1 gives characters).
+
+    youtokentome's own dropout differs in one respect: queue entries gone stale by earlier merges also
+    draw, and one that is "kept" makes it draw again for all, so its words stop later (on Multi30k at
+    p=0.1: 16% more tokens than plain BPE, against 30% here). The same p is not the same amount of noise.
+    """
+
+    def __init__(self, text: str, vocab_size: int) -> None:
+        lines = text.rstrip("\n").split("\n")
+        n_chars, n_rules = (int(x) for x in lines[0].split())
+        self.char_id = {chr(int(cp)): int(i) for cp, i in (line.split() for line in lines[1 : 1 + n_chars])}
+        self.space = self.char_id["\u2581"]
+        rules = np.array([line.split() for line in lines[1 + n_chars : 1 + n_chars + n_rules]],
+                         dtype=np.int64).reshape(-1, 3)
+        self.unknown = vocab_size  # a run of unknown characters: never part of a rule, UNK in the output
+        self.base = vocab_size + 1
+        codes = rules[:, 0] * self.base + rules[:, 1]
+        # Rules sorted by pair code for searchsorted; a pair listed twice takes its later rule, as in yttm.
+        order = np.lexsort((-np.arange(len(codes)), codes))
+        codes = codes[order]
+        first = np.ones(len(codes), bool)
+        first[1:] = codes[1:] != codes[:-1]
+        self.codes = codes[first]
+        self.rank = order[first]  # priority: the rule's line in the model
+        self.merged = rules[order[first], 2].astype(np.int32)
+
+    def _rules(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """(N,) int32: for each pair (left, right), its row in `codes`, or -1 when no rule merges it."""
+        if not len(self.codes):
+            return np.full(len(left), -1, np.int32)
+        code = left.astype(np.int64) * self.base + right
+        j = np.searchsorted(self.codes, code)
+        np.minimum(j, len(self.codes) - 1, out=j)
+        return np.where(self.codes[j] == code, j, -1).astype(np.int32)
+
+    def _word_ids(self, word: str) -> list[int]:
+        ids = [self.space]
+        for c in word:
+            i = self.char_id.get(c, self.unknown)
+            if i != self.unknown or ids[-1] != self.unknown:
+                ids.append(i)
+        return ids
+
+    def encode(self, lines: list[str], p: float, rng: np.random.Generator) -> list[list[int]]:
+        """Ids of each line; the random draws follow the lines' order, so they are the same for the same seed."""
+        text = "\n".join(lines)
+        if text.count("\n") != len(lines) - 1:  # a line holding a newline: whitespace inside it
+            text = "\n".join(line.replace("\n", " ") for line in lines)
+        index: defaultdict[str, int] = defaultdict()
+        index.default_factory = index.__len__  # each new word gets the next number
+        index["\n"]  # number 0: the end of a line
+        found = np.fromiter(map(index.__getitem__, _WORD_OR_END.findall(text)), np.int64)
+        is_end = found == 0
+        occ_line = np.cumsum(is_end)[~is_end]  # (W,) line of each word occurrence
+        occ = found[~is_end] - 1  # (W,) number of each occurrence's word
+        if not len(occ):
+            return [[] for _ in lines]
+
+        # Every distinct word's starting ids, back to back, with the rule of each pair (-1: none, or the end of a word).
+        words = [self._word_ids(w) for w in list(index)[1:]]
+        word_len = np.fromiter(map(len, words), np.int64, len(words))
+        word_start = np.cumsum(word_len) - word_len
+        chars = np.fromiter((i for w in words for i in w), np.int32, int(word_len.sum()))
+        rule = np.full(len(chars), -1, np.int32)
+        rule[:-1] = self._rules(chars[:-1], chars[1:])
+        rule[word_start + word_len - 1] = -1
+
+        # Without dropout every occurrence of a word splits alike: segment each distinct word once.
+        units = np.arange(len(words)) if p == 0 else occ
+        n = word_len[units]
+        gather = np.repeat(word_start[units] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+        tok, pair, unit = chars[gather], rule[gather], np.repeat(np.arange(len(units), dtype=np.int32), n)
+        out_tok, out_unit = self._merge(tok, pair, unit, len(units), p, rng)
+
+        order = np.argsort(out_unit, kind="stable")  # each unit's tokens together, in order
+        out_tok, out_unit = out_tok[order], out_unit[order]
+        out_tok[out_tok == self.unknown] = UNK
+        per_unit = np.bincount(out_unit, minlength=len(units))
+        if p == 0:  # from distinct words back to occurrences
+            first = np.cumsum(per_unit) - per_unit
+            per_unit = per_unit[occ]
+            out_tok = out_tok[np.repeat(first[occ] - (np.cumsum(per_unit) - per_unit), per_unit)
+                              + np.arange(int(per_unit.sum()))]
+        per_line = np.bincount(occ_line, weights=per_unit, minlength=len(lines)).astype(np.int64)
+        ends = np.cumsum(per_line).tolist()
+        flat = out_tok.tolist()
+        return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+    def _merge(self, tok: np.ndarray, pair: np.ndarray, unit: np.ndarray, n_units: int, p: float,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Merge every unit (word) to the end: one merge per unit and step. `tok`, `pair`, `unit` are (T,):
+        the tokens of all units back to back, the rule row of each token and the next (-1: none), and the
+        unit of each token. Returns the final tokens and their units, grouped by the step they finished in."""
+        done_tok, done_unit = [], []
+        while len(tok):
+            size = len(tok)
+            cand = np.flatnonzero(pair >= 0)
+            if p > 0:
+                cand = cand[rng.random(len(cand)) >= p]
+            merging = np.zeros(n_units, bool)
+            keep = np.ones(size, bool)
+            chosen = cand[:0]
+            if len(cand):
+                cu = unit[cand]
+                starts = np.flatnonzero(np.r_[True, cu[1:] != cu[:-1]])
+                # Per unit, the candidate whose rule comes first, then the leftmost: one key, one reduceat.
+                key = self.rank[pair[cand]] * size + cand
+                chosen = np.minimum.reduceat(key, starts) % size
+                tok[chosen] = self.merged[pair[chosen]]
+                keep[chosen + 1] = False
+                merging[cu[starts]] = True
+            live = merging[unit]  # a unit that merged nothing this step is finished
+            finished = ~live & keep
+            done_tok.append(tok[finished])
+            done_unit.append(unit[finished])
+            live &= keep
+            moved_to = np.cumsum(live) - 1
+            tok, pair, unit = tok[live], pair[live], unit[live]
+            if len(chosen):  # the pairs on either side of each merged token are new
+                c = moved_to[chosen]
+                after = np.minimum(c + 1, len(tok) - 1)
+                right = c[(c + 1 < len(tok)) & (unit[after] == unit[c])]
+                pair[c] = -1
+                pair[right] = self._rules(tok[right], tok[right + 1])
+                left = c[c > 0]
+                left = left[unit[left - 1] == unit[left]] - 1
+                pair[left] = self._rules(tok[left], tok[left + 1])
+        return np.concatenate(done_tok), np.concatenate(done_unit)
 
 
 def _flush_c_stdio() -> None:
@@ -166,58 +338,6 @@ def _stdout_to_stderr() -> Iterator[None]:
         _flush_c_stdio()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-def _input_lines(inputs: list[Path], progress: ProgressFn) -> Iterator[str]:
-    """Every non-blank line of every input, in order, reporting lines read."""
-    done = 0
-    for path in inputs:
-        for line in read_lines(path):
-            done += 1
-            if done % 100_000 == 0:
-                progress(Progress(task="bpe read", done=done, unit="lines"))
-            if line.strip():
-                yield line
-    progress(Progress(task="bpe read", done=done, total=done, unit="lines"))
-
-
-_SAMPLE_BLOCK = 4096  # lines drawn for at once by reservoir_sample; part of its seeded stream
-
-
-def reservoir_sample(lines: Iterable[str], n: int, seed: int) -> list[str]:
-    """A uniform sample of `n` lines (all of them when fewer), the same for the same seed.
-
-    Algorithm R with the random draws vectorised: line k (from 0) replaces slot j, drawn
-    uniformly from 0..k, when j < n.  Lines are read in blocks of 4096, so it holds at most
-    n + 4096 lines, and Python touches only the lines that enter the sample.
-    """
-    it = iter(lines)
-    sample = list(itertools.islice(it, n))
-    if len(sample) < n:
-        return sample
-    rng = np.random.default_rng(seed)
-    k = n  # number of the next line
-    while block := list(itertools.islice(it, _SAMPLE_BLOCK)):
-        slots = rng.integers(0, np.arange(k + 1, k + 1 + len(block), dtype=np.int64))
-        hits = np.flatnonzero(slots < n)
-        for i, j in zip(hits.tolist(), slots[hits].tolist()):
-            sample[j] = block[i]
-        k += len(block)
-        del block  # before the next block is read
-    return sample
-
-
-def _check_train_args(vocab_size: int, sample: int | None, coverage: float, seed: int = 1) -> None:
-    if not MIN_VOCAB_SIZE <= vocab_size <= MAX_VOCAB_SIZE:
-        raise InputError(
-            f"--vocab-size {vocab_size} is out of range; use {MIN_VOCAB_SIZE}..{MAX_VOCAB_SIZE} "
-            "(37000 is the paper's joint English-German vocabulary)"
-        )
-    if sample is not None and not 1 <= sample <= INT_MAX:
-        raise InputError(f"--sample {sample} must be a positive number of lines (or omitted)")
-    check_range("--seed", seed, 0, INT_MAX)  # numpy's generators refuse negative seeds
-    if not 0.0 < coverage <= 1.0:
-        raise InputError(f"--coverage {coverage} must be in (0, 1]")
 
 
 SCRATCH_PREFIX = ".nmt-bpe-"
@@ -265,17 +385,15 @@ def train_bpe(
     threads: int = -1,
     coverage: float = 1.0,
     progress: ProgressFn = ignore,
-) -> Tokenizer:
+) -> BpeTokenizer:
     """Learn one BPE vocabulary over all `inputs` (plain or .gz) and write the model to `out`.
 
     `sample=N` trains on a seeded reservoir sample of N lines drawn from all inputs together.
     `coverage` is the share of characters kept (rarer ones become UNK).  The model is written
     atomically; yttm's chatter goes to stderr so stdout stays clean.
     """
-    _check_train_args(vocab_size, sample, coverage, seed)
-    if not inputs:
-        raise InputError("no training text given; pass files to `nmt bpe --train`")
-    paths = [resolve_text(p) for p in inputs]
+    check_train_args(vocab_size, sample, coverage, seed)
+    paths, lines = training_text(inputs, sample, seed, progress)
     out = Path(out)
     check_output_file(out, "--out")  # before the training, not after it
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -286,9 +404,6 @@ def train_bpe(
     remove_dead_scratch(out.parent)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f"{SCRATCH_PREFIX}{os.getpid()}-") as scratch:
         text = Path(scratch) / "text.txt"
-        lines: Iterable[str] = _input_lines(paths, progress)
-        if sample is not None:
-            lines = reservoir_sample(lines, sample, seed)
         try:
             n_lines = _write_lines(text, lines)
         except OSError as e:  # a full or read-only disk (read errors are InputErrors already)
@@ -317,7 +432,7 @@ def train_bpe(
             ) from None
         data = model_path.read_bytes()
 
-    tokenizer = Tokenizer(data, str(out))
+    tokenizer = BpeTokenizer(data, str(out))
     if tokenizer.vocab_size < vocab_size:
         # yttm stops when no pair is left to merge; the smaller model is still usable.
         progress(Progress(

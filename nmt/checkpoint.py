@@ -1,8 +1,8 @@
 """Checkpoints: self-contained, atomically written, loaded as data (`weights_only=True`), averaged.
 
 A checkpoint is a dict of plain data and tensors:
-  format, version, model_config, train_config, data (languages, vocabulary, BPE hash),
-  bpe_model (the youtokentome model's bytes), model (state dict), updates, epoch,
+  format, version, model_config, train_config, data (languages, vocabulary, tokenizer hash),
+  tokenizer (`nmt.tokenizer`'s data form: kind and model bytes), model (state dict), updates, epoch,
   and, in training checkpoints, optimizer, gradient scaler, rng (per rank) and the position in the
   epoch's batch order.
 So `translate`, `eval` and `average` need nothing but the file.
@@ -23,12 +23,13 @@ from nmt.errors import CheckpointError, InputError, OutputError
 from nmt.files import atomic_write, is_checkpoint_file  # noqa: F401 (re-exported)
 
 FORMAT = "nmt-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: "tokenizer" replaced version 1's "bpe_model" (youtokentome model bytes); `load` converts
+READABLE_VERSIONS = (1, 2)
 STEP_NAME = "checkpoint_{:08d}.pt"
 STEP_PATTERN = re.compile(r"^checkpoint_(\d{8})\.pt$")
 # The best checkpoint by validation BLEU; STEP_PATTERN does not match it, so averaging and pruning skip it.
 BEST_NAME = "checkpoint_best.pt"
-INFERENCE_KEYS = ("format", "version", "model_config", "train_config", "data", "bpe_model", "model", "updates", "epoch")
+INFERENCE_KEYS = ("format", "version", "model_config", "train_config", "data", "tokenizer", "model", "updates", "epoch")
 TRAINING_KEYS = ("optimizer", "position", "rng")  # what resuming needs beyond INFERENCE_KEYS
 DAMAGED_SUFFIX = ".damaged"  # a step checkpoint that resume skipped, renamed so that nothing picks it up again
 
@@ -66,17 +67,20 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
         raise CheckpointError(f"{path}: not a readable nmt checkpoint ({why}); was it truncated or written by another tool?") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' header); train one with `nmt train`")
-    if ckpt.get("version") != VERSION:
+    if ckpt.get("version") not in READABLE_VERSIONS:
         raise CheckpointError(f"{path}: checkpoint version {ckpt.get('version')} is not supported by this nmt (expects {VERSION}); upgrade nmt")
+    if "tokenizer" not in ckpt and "bpe_model" in ckpt:  # version 1: the youtokentome model in nmt.tokenizer's form
+        ckpt["tokenizer"] = {"kind": "youtokentome", "version": 1, "source": ckpt.pop("bpe_model")}
+        ckpt["version"] = VERSION
     missing = [k for k in INFERENCE_KEYS if k not in ckpt]
     if missing:
         raise CheckpointError(f"{path}: checkpoint lacks {', '.join(missing)}; it is damaged")
     return ckpt
 
 
-def bpe_model_bytes(path: Path) -> bytes:
-    """The BPE model a checkpoint was trained with (its youtokentome model file, byte for byte)."""
-    return load(path)["bpe_model"]
+def tokenizer_data(path: Path) -> dict:
+    """The tokenizer a checkpoint was trained with, in `nmt.tokenizer`'s data form."""
+    return load(path)["tokenizer"]
 
 
 def model_config(ckpt: dict[str, Any]) -> ModelConfig:
@@ -173,7 +177,7 @@ def average(paths: list[Path]) -> dict[str, Any]:
     sums: dict[str, torch.Tensor] = {k: v.double() if v.is_floating_point() else v.clone() for k, v in first["model"].items()}
     for path in paths[1:]:
         ckpt = load(path)
-        if ckpt["model_config"] != first["model_config"] or ckpt["bpe_model"] != first["bpe_model"]:
+        if ckpt["model_config"] != first["model_config"] or ckpt["tokenizer"] != first["tokenizer"]:
             raise CheckpointError(f"{path}: model config or vocabulary differs from {paths[0]}; average checkpoints of one run only")
         check_weights(ckpt["model"], path)
         check_same_tensors(ckpt["model"], first["model"], path, paths[0])

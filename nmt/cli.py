@@ -122,7 +122,7 @@ def main_options(debug: Annotated[bool, typer.Option("--debug", help="Show trace
 # The options of the config classes (nmt.config) are generated from their declarations by
 # nmt.options; these are the few that set no config field.
 
-EncodeThreads = Annotated[int, typer.Option("--threads", help="youtokentome threads (0: all cores).")]
+EncodeThreads = Annotated[int, typer.Option("--threads", help="Tokenizer threads (0: all cores).")]
 ModelPaths = Annotated[List[Path], typer.Option("--model", "-m", help="Checkpoint (.pt) from train or average; "
                                                 "repeat for an ensemble (models of one BPE vocabulary).")]
 
@@ -174,23 +174,26 @@ def bpe_command(
     sample: Annotated[Optional[int], typer.Option("--sample", help="Train on a seeded random sample of N lines.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of --sample.")] = 1,
     threads: EncodeThreads = 0,
+    kind: Annotated[str, typer.Option("--kind", help="youtokentome (BPE) or sentencepiece.")] = "youtokentome",
+    model_type: Annotated[Optional[str], typer.Option("--model-type", help="sentencepiece only: unigram (default) or bpe.")] = None,
 ) -> None:
-    """Learn a joint (source + target) BPE vocabulary with youtokentome."""
-    from nmt.bpe import train_bpe
+    """Learn a joint (source + target) subword vocabulary: BPE with youtokentome, or SentencePiece."""
     from nmt.console import err, progress_display
+    from nmt.tokenizer import describe_kind, train_tokenizer
 
     files = list(train) + list(more or [])
     with progress_display() as report:
-        tok = train_bpe(files, out, vocab_size=vocab_size, sample=sample, seed=seed, threads=threads or -1, progress=report)
-    err.print(f"BPE model with {tok.vocab_size:,} tokens written to {out}")
+        tok = train_tokenizer(kind, files, out, vocab_size=vocab_size, model_type=model_type, sample=sample, seed=seed,
+                              threads=threads or -1, progress=report)
+    err.print(f"{describe_kind(tok)} model with {tok.vocab_size:,} tokens written to {out}")
 
 
 @app.command("prepare", epilog="Example: nmt prepare --bpe run/bpe.model --train data/train --valid data/valid "
                                 "--src en --tgt de --out run/data")
 @with_config_options({"filters": FilterConfig})
 def prepare_command(
-    bpe_model: Annotated[Path, typer.Option("--bpe", help="BPE model from `nmt bpe`, or a checkpoint (.pt) whose "
-                         "BPE model to use (to fine-tune it on this data).")],
+    bpe_model: Annotated[Path, typer.Option("--bpe", help="Model from `nmt bpe` (youtokentome or SentencePiece), or a "
+                         "checkpoint (.pt) whose tokenizer to use (to fine-tune it on this data).")],
     train: Annotated[str, typer.Option("--train", help="Path prefix: PREFIX.SRC and PREFIX.TGT (plain or .gz).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the binarized data.")],
     src: Annotated[str, typer.Option("--src", help="Source language suffix.")],
@@ -201,17 +204,17 @@ def prepare_command(
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Pairs encoded per chunk.")] = 100_000,
     threads: EncodeThreads = 0,
 ) -> None:
-    """Encode parallel text with BPE, filter it, and write the binary training data; prints the filter report (JSON)."""
-    from nmt.bpe import Tokenizer
+    """Encode parallel text into subwords, filter it, and write the binary training data; prints the filter report (JSON)."""
     from nmt.console import progress_display
     from nmt.dataset import prepare
     from nmt.files import is_checkpoint_file
+    from nmt.tokenizer import Tokenizer, load_tokenizer
 
     bpe: Path | Tokenizer = bpe_model
     if is_checkpoint_file(bpe_model):
-        from nmt.checkpoint import bpe_model_bytes  # imports torch: only for a checkpoint
+        from nmt.checkpoint import tokenizer_data  # imports torch: only for a checkpoint
 
-        bpe = Tokenizer(bpe_model_bytes(bpe_model), str(bpe_model))
+        bpe = load_tokenizer(tokenizer_data(bpe_model), str(bpe_model))
     with progress_display() as report:
         reports = prepare(bpe, out, src, tgt, train, valid, test, filters=filters.apply(),
                           threads=threads or -1, chunk_size=chunk_size, progress=report)

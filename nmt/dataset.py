@@ -1,18 +1,20 @@
 """Binarized parallel data: a streaming `prepare` that writes it, `ParallelDataset` that reads it.
 
-`prepare` reads a parallel corpus in chunks, encodes it with the joint BPE model, filters the
+`prepare` reads a parallel corpus in chunks, encodes it with the tokenizer (youtokentome's joint BPE,
+or SentencePiece: see nmt/tokenizer.py), filters the
 training split, and appends token ids to a flat binary file and offsets/lengths to index side
 files, so memory does not grow with the corpus beyond the dedup hashes (8 bytes per kept
 training pair).  Layout of the output directory:
 
     meta.json       written last, atomically: its presence marks a finished store
     report.json     per-split filter counts (what `nmt prepare` prints)
-    bpe.model       a copy of the BPE model, which training embeds in checkpoints
+    bpe.model       a copy of the tokenizer's model, which training embeds in checkpoints (a SentencePiece
+                    model: spm.model, or source.spm, target.spm and pieces.json; meta.json names them)
     {split}.bin     token ids, uint16 (vocab <= 65535) or uint32, for each pair src then tgt
     {split}.idx     IDX_MAGIC, version, dtype code, count, then int64 src/tgt offsets and
                     int32 src/tgt lengths (in tokens), one entry per pair
 
-Ids are BPE ids without specials; `nmt.batching.collate` adds EOS/BOS.
+Ids are subword ids without specials; `nmt.batching.collate` adds EOS/BOS.
 """
 
 from __future__ import annotations
@@ -27,15 +29,16 @@ import shutil
 import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
-from nmt.bpe import Tokenizer
 from nmt.config import INT_MAX, FilterConfig, check_range
 from nmt.errors import ConfigError, DataError, InputError
 from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_text
 from nmt.progress import Progress, ProgressFn, ignore
+from nmt.tokenizer import (FILE_NAMES, YOUTOKENTOME, Tokenizer, digest, from_file, identity_of, load_tokenizer,
+                           read_files, save_files)
 
 FORMAT = "nmt-data"
 FORMAT_VERSION = 1
@@ -43,7 +46,7 @@ IDX_MAGIC = b"NMTIDX\x00\x00"
 _IDX_HEADER = struct.Struct("<8sIIQ")  # magic, version, dtype code, count: 24 bytes, 8-aligned
 _DTYPES = {1: np.dtype("<u2"), 2: np.dtype("<u4")}
 _PARTIAL = ".partial"  # suffix of files still being written; never read
-_OWN_FILES = ("meta.json", "report.json", "bpe.model")
+_OWN_FILES = ("meta.json", "report.json", *FILE_NAMES)
 _STAGING = ".staging"  # a store being written, inside the store's folder (same file system: renames swap it in)
 
 
@@ -244,11 +247,12 @@ _ENCODE_BATCH = 16_384
 _COPY_BUFFER = 1 << 20  # bytes read at a time when joining the index side files
 
 
-def _encode(tokenizer: Tokenizer, lines: list[str], threads: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """BPE ids of `lines`: flat (T,) `dtype` and (N,) int32 lengths."""
+def _encode(tokenizer: Tokenizer, lines: list[str], side: str, threads: int,
+            dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Subword ids of `side`'s `lines`: flat (T,) `dtype` and (N,) int32 lengths."""
     flats, lengths = [], []
     for a in range(0, len(lines), _ENCODE_BATCH):
-        ids = tokenizer.encode(lines[a : a + _ENCODE_BATCH], threads=threads)
+        ids = tokenizer.encode(lines[a : a + _ENCODE_BATCH], side=side, threads=threads)
         n = np.fromiter(map(len, ids), dtype=np.int32, count=len(ids))
         flats.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(n.sum(dtype=np.int64))))
         lengths.append(n)
@@ -347,8 +351,8 @@ def _binarize(
     try:
         with open(out / f"{name}.bin{_PARTIAL}", "wb") as bin_file:
             for src, tgt in _chunks(_read_pairs(src_path, tgt_path), chunk_size):
-                src_ids, s_len = _encode(tokenizer, src, threads, dtype)
-                tgt_ids, t_len = _encode(tokenizer, tgt, threads, dtype)
+                src_ids, s_len = _encode(tokenizer, src, "source", threads, dtype)
+                tgt_ids, t_len = _encode(tokenizer, tgt, "target", threads, dtype)
                 hashes = None if seen is None else functools.partial(_pair_hashes, src, tgt)
                 keep = np.flatnonzero(_filter(s_len, t_len, hashes, seen, f, report))
                 del src, tgt, hashes  # the text is no longer needed; free it before reading on
@@ -407,6 +411,9 @@ def _swap_in(staging: Path, out: Path) -> None:
         for ext in ("bin", "idx"):
             with contextlib.suppress(FileNotFoundError):
                 (out / f"{name}.{ext}").unlink()
+    for name in FILE_NAMES:  # the files of another tokenizer
+        with contextlib.suppress(FileNotFoundError):
+            (out / name).unlink()
     for path in sorted(staging.iterdir(), key=lambda p: p.name == "meta.json"):
         os.replace(path, out / path.name)
     staging.rmdir()
@@ -414,7 +421,7 @@ def _swap_in(staging: Path, out: Path) -> None:
 
 def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths: dict[str, tuple[Path, Path]],
                  filters: FilterConfig, threads: int, chunk_size: int, progress: ProgressFn) -> dict[str, SplitReport]:
-    """Binarize every split into `staging`, then bpe.model, report.json and meta.json."""
+    """Binarize every split into `staging`, then the tokenizer's files, report.json and meta.json."""
     reports: dict[str, SplitReport] = {}
     split_meta: dict[str, dict] = {}
     for name, (src_path, tgt_path) in paths.items():
@@ -424,8 +431,7 @@ def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths:
         )
         for ext in ("bin", "idx"):
             os.replace(staging / f"{name}.{ext}{_PARTIAL}", staging / f"{name}.{ext}")
-    with atomic_write(staging / "bpe.model") as fh:
-        fh.write(tokenizer.model_bytes)
+    record = save_files(tokenizer.to_data(), staging)
     report = {"filters": asdict(filters), "splits": {n: asdict(r) for n, r in reports.items()}}
     with atomic_write(staging / "report.json", "w") as fh:
         json.dump(report, fh, indent=2)
@@ -437,7 +443,9 @@ def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths:
         "tgt": tgt,
         "vocab_size": tokenizer.vocab_size,
         "dtype": _DTYPES[_dtype_code(tokenizer.vocab_size)].name,
-        "bpe_sha256": hashlib.sha256(tokenizer.model_bytes).hexdigest(),
+        "tokenizer": record,  # kind, files, sha256
+        # youtokentome: the key an nmt before SentencePiece reads (it still can read such a store)
+        **({"bpe_sha256": record["sha256"]} if record["kind"] == YOUTOKENTOME else {}),
         "filters": asdict(filters),
         "splits": split_meta,
     }
@@ -448,7 +456,7 @@ def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths:
 
 
 def prepare(
-    bpe_model: Path | Tokenizer,
+    bpe_model: str | Path | Tokenizer,
     out: Path,
     src: str,
     tgt: str,
@@ -460,7 +468,8 @@ def prepare(
     chunk_size: int = 100_000,
     progress: ProgressFn = ignore,
 ) -> dict[str, SplitReport]:
-    """Binarize `{prefix}.{src}` / `{prefix}.{tgt}` for each given split into `out/`.
+    """Binarize `{prefix}.{src}` / `{prefix}.{tgt}` for each given split into `out/`, encoded with `bpe_model`:
+    a model file from `nmt bpe` (youtokentome or SentencePiece) or a loaded `Tokenizer`.
 
     Filters apply to train only; valid/test keep every non-empty pair. The new store is written in a
     staging folder inside `out/` and replaces an earlier store only once it is complete, so a bad input
@@ -472,7 +481,7 @@ def prepare(
     check_range("--chunk-size", chunk_size, 1, INT_MAX)
     out = Path(out)
     check_output_dir(out, "--out")
-    tokenizer = bpe_model if isinstance(bpe_model, Tokenizer) else Tokenizer.from_file(bpe_model)
+    tokenizer = from_file(bpe_model) if isinstance(bpe_model, (str, Path)) else bpe_model
     splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
     paths = {name: _split_paths(prefix, src, tgt) for name, prefix in splits.items()}  # fail early
 
@@ -515,25 +524,49 @@ def load_meta(directory: Path) -> dict:
     return meta
 
 
-def read_bpe_model(data_dir: Path) -> bytes:
-    """The store's bpe.model, checked against the sha256 that meta.json recorded: a swapped model would
+def _tokenizer_record(directory: Path, meta: dict) -> Optional[dict]:
+    """meta.json's record of the tokenizer (kind, files, sha256); None for a store of an nmt before
+    SentencePiece, whose youtokentome model is bpe.model and its digest "bpe_sha256"."""
+    record = meta.get("tokenizer")
+    if record is None:
+        if not isinstance(meta.get("bpe_sha256"), str):
+            raise _corrupt(directory, "meta.json names no tokenizer")
+        return None
+    if not (isinstance(record, dict) and isinstance(record.get("kind"), str) and isinstance(record.get("sha256"), str)
+            and isinstance(record.get("files"), dict)):
+        raise _corrupt(directory, "meta.json's tokenizer record is malformed")
+    return record
+
+
+def read_tokenizer(data_dir: Path) -> Tokenizer:
+    """The store's tokenizer, checked against the sha256 that meta.json recorded: a swapped model would
     train on ids that mean other words, and fail only at the first validation."""
     data_dir = Path(data_dir)
     meta = load_meta(data_dir)
+    record = _tokenizer_record(data_dir, meta)
     try:
-        data = (data_dir / "bpe.model").read_bytes()
+        data = read_files(data_dir, record)
     except OSError as e:
-        raise _corrupt(data_dir, f"bpe.model: {e.strerror or e}") from None
-    if hashlib.sha256(data).hexdigest() != meta.get("bpe_sha256"):
-        raise DataError(f"{data_dir / 'bpe.model'}: not the BPE model the data was encoded with (its sha256 differs "
-                        "from meta.json's); put the original back, or run `nmt prepare` again with this one")
-    return data
+        raise _corrupt(data_dir, f"{Path(e.filename or '').name}: {e.strerror or e}") from None
+    except InputError as e:
+        raise _corrupt(data_dir, str(e)) from None
+    files = ", ".join(str(data_dir / name) for name in (record or {"files": {"source": "bpe.model"}})["files"].values())
+    if digest(data) != (record["sha256"] if record else meta["bpe_sha256"]):
+        what = "BPE model" if data["kind"] == YOUTOKENTOME else "tokenizer model"
+        raise DataError(f"{files}: not the {what} the data was encoded with (its sha256 differs from meta.json's); "
+                        "put the original back, or run `nmt prepare` again with this one")
+    try:
+        return load_tokenizer(data, files)
+    except InputError as e:
+        raise DataError(f"{e}; run `nmt prepare` again") from None
 
 
 def data_identity(data_dir: Path) -> dict:
     """What a checkpoint remembers of its data, to refuse resuming on other data."""
     meta = load_meta(data_dir)
-    return {"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"], "bpe_sha256": meta["bpe_sha256"]}
+    record = _tokenizer_record(Path(data_dir), meta)
+    tokenizer = identity_of(record["kind"], record["sha256"]) if record else {"bpe_sha256": meta["bpe_sha256"]}
+    return {"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"], **tokenizer}
 
 
 class ParallelDataset:

@@ -11,9 +11,10 @@ the encoder, the decoder and the output projection, and nmt's special tokens:
     2 BOS    <s>                 decoder start (never generated)
     3 EOS    </s>                end of the source (added by CTranslate2: add_source_eos) and of the output
 
-Every other id i is the BPE piece `Tokenizer.pieces([i])` (a piece that collides with a special token
-is renamed `<nmt:i>`), so the CTranslate2 vocabulary index of a token is its nmt id. The export folder
-also holds the BPE model (`bpe.model`) and `nmt_export.json`, so `CTranslate2Translator` needs nothing else.
+Every other id i is the subword piece `Tokenizer.vocab()[i]`, youtokentome's or SentencePiece's (a piece
+that collides with a special token is renamed `<nmt:i>`), so the CTranslate2 vocabulary index of a token
+is its nmt id. The export folder also holds the tokenizer's files (`bpe.model`, or `spm.model`, ...: see
+nmt/tokenizer.py) and `nmt_export.json`, so `CTranslate2Translator` needs nothing else.
 
 Conversion is CTranslate2's own protocol: `ctranslate2_converter` is a `ctranslate2.converters.Converter`
 whose `_load` returns the spec, and `Converter.convert` validates, quantizes and saves it.
@@ -37,10 +38,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 from nmt import checkpoint
-from nmt.bpe import Tokenizer
 from nmt.errors import ConfigError, InputError
 from nmt.progress import ProgressFn, ignore
 from nmt.search import Hypothesis, SearchConfig, length_penalty, max_lengths
+from nmt.tokenizer import Tokenizer, load_tokenizer, read_files, save_files
 from nmt.translate import Translation, encode_lines, length_sorted_batches
 from nmt.vocab import BOS, EOS, PAD, UNK
 
@@ -52,7 +53,6 @@ FORMATS = ("ctranslate2",)
 EXPORT_FORMAT = "nmt-ctranslate2"
 EXPORT_VERSION = 1
 META_FILE = "nmt_export.json"
-BPE_FILE = "bpe.model"
 SPECIAL_TOKENS = {PAD: "<blank>", UNK: "<unk>", BOS: "<s>", EOS: "</s>"}
 # CTranslate2 stops a sentence as soon as its best beam ends when length_penalty is exactly 0; nmt (like
 # fairseq) waits for `beam` finished hypotheses. A penalty this small changes no float32 score
@@ -74,8 +74,8 @@ def require_ctranslate2():
 
 
 def ctranslate2_vocabulary(tokenizer: Tokenizer) -> list[str]:
-    """CTranslate2 token of each nmt id (index = id): specials renamed, BPE pieces otherwise, all distinct."""
-    pieces = tokenizer.pieces(range(tokenizer.vocab_size))
+    """CTranslate2 token of each nmt id (index = id): specials renamed, subword pieces otherwise, all distinct."""
+    pieces = tokenizer.vocab()
     vocab = [SPECIAL_TOKENS.get(i, p) for i, p in enumerate(pieces)]
     seen: set[str] = set()
     for i, token in enumerate(vocab):
@@ -96,7 +96,7 @@ def ctranslate2_converter(model_path: Path | str) -> Converter:
     """A `ctranslate2.converters.Converter` for the nmt checkpoint `model_path`.
 
     `convert(output_dir, quantization=..., force=...)` writes the CTranslate2 model files (not nmt's
-    bpe.model and nmt_export.json: `export_ctranslate2` adds those); afterwards `.checkpoint` holds the
+    tokenizer files and nmt_export.json: `export_ctranslate2` adds those); afterwards `.checkpoint` holds the
     loaded checkpoint. An unsupported architecture raises NotImplementedError, as Converter documents.
     """
     return _converter_class()(Path(model_path))
@@ -127,9 +127,9 @@ def build_spec(ckpt: dict[str, Any], path: Path | str = "checkpoint") -> Transfo
     """The checkpoint's model as a `ctranslate2.specs.TransformerSpec`, nmt's vocabulary registered on both sides."""
     model = checkpoint.build_model(ckpt, path)
     _check_exportable(model.cfg)
-    tokenizer = Tokenizer.from_bytes(ckpt["bpe_model"])
+    tokenizer = load_tokenizer(ckpt["tokenizer"], str(path))
     if tokenizer.vocab_size != model.cfg.vocab_size:
-        raise InputError(f"{path}: the BPE model has {tokenizer.vocab_size} tokens but the model "
+        raise InputError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
                          f"{model.cfg.vocab_size}; the checkpoint is inconsistent")
     spec = _transformer_spec(model)
     vocab = ctranslate2_vocabulary(tokenizer)
@@ -233,7 +233,8 @@ class ExportResult:
 
 def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[str] = None,
                        force: bool = False) -> ExportResult:
-    """Write the checkpoint `model_path` as a CTranslate2 model folder `out_dir` (with bpe.model and nmt_export.json).
+    """Write the checkpoint `model_path` as a CTranslate2 model folder `out_dir` (with the tokenizer's files and
+    nmt_export.json).
 
     `quantization` stores the weights as int8, float16, ... (CTranslate2 can also quantise at load time
     with `compute_type`). The folder is converted beside `out_dir` and renamed into place when complete.
@@ -318,13 +319,14 @@ def _one_line(e: Exception) -> str:
 
 
 def _write_nmt_files(model_dir: Path, ckpt: dict[str, Any], model_path: Path, quantization: Optional[str]) -> None:
-    """What `CTranslate2Translator` needs besides the model: the BPE model and how the export maps nmt's ids."""
-    (model_dir / BPE_FILE).write_bytes(ckpt["bpe_model"])
+    """What `CTranslate2Translator` needs besides the model: the tokenizer and how the export maps nmt's ids."""
+    tokenizer = save_files(ckpt["tokenizer"], model_dir)
     meta = {
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "checkpoint": str(model_path),
         "model_config": ckpt["model_config"], "data": ckpt["data"], "updates": ckpt.get("updates"),
         "quantization": quantization, "special_tokens": {tok: i for i, tok in SPECIAL_TOKENS.items()},
         "source_ends_with": SPECIAL_TOKENS[EOS], "decoder_start": SPECIAL_TOKENS[BOS],
+        "tokenizer": tokenizer,  # kind, files, sha256 (none in exports made before SentencePiece: bpe.model)
     }
     (model_dir / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
 
@@ -395,7 +397,10 @@ class CTranslate2Translator:
             raise InputError(f"{meta_path}: not an nmt CTranslate2 export of version {EXPORT_VERSION}; export it again")
         self.search_cfg = search_cfg.validate()
         self.options = ctranslate2_options(self.search_cfg, suppress_specials)
-        self.tokenizer = Tokenizer.from_bytes((model_dir / BPE_FILE).read_bytes())
+        try:
+            self.tokenizer = load_tokenizer(read_files(model_dir, meta.get("tokenizer")), str(model_dir))
+        except OSError as e:
+            raise InputError(f"{model_dir}: cannot read the tokenizer ({e.strerror or e}); export the model again") from None
         self.vocab = ctranslate2_vocabulary(self.tokenizer)
         self.ids = {tok: i for i, tok in enumerate(self.vocab)}
         self.max_positions = int(meta["model_config"]["max_positions"])

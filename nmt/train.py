@@ -9,7 +9,6 @@ torchrun gave it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from nmt.distributed import Comm, StopSignal, process_group, spawn, torchrun_env
 from nmt.errors import ConfigError, TrainingInterrupted
 from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries
 from nmt.progress import Progress, ProgressFn, ignore
+from nmt.tokenizer import identity as tokenizer_identity
 from nmt.trainer import Trainer, TrainResult
 
 
@@ -51,7 +51,8 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
 
     if ckpt["data"] != identity:
         raise ConfigError(f"{out_dir} holds a run on other data ({ckpt['data']['src']}-{ckpt['data']['tgt']}, "
-                          f"BPE {ckpt['data']['bpe_sha256'][:12]}); use a new --out or the same --data")
+                          f"tokenizer {(ckpt['data'].get('bpe_sha256') or ckpt['data'].get('tokenizer_sha256', ''))[:12]}); "
+                          "use a new --out or the same --data")
     stored_model = from_dict(ModelConfig, ckpt["model_config"], str(resume))
     stored_train = from_dict(TrainConfig, ckpt["train_config"], str(resume))
     if preset is not None:
@@ -77,8 +78,8 @@ def plan_fine_tuning(data_dir: Path, identity: dict, preset: Optional[str], mode
     the checkpoint's BPE model."""
     init = Path(train.get("init_from"))
     ckpt = checkpoint.load(init)
-    if hashlib.sha256(ckpt["bpe_model"]).hexdigest() != identity["bpe_sha256"]:
-        raise ConfigError(f"{data_dir / 'bpe.model'} and {init} are different BPE models (vocabularies); encode the "
+    if not tokenizer_identity(ckpt["tokenizer"], str(init)).items() <= identity.items():
+        raise ConfigError(f"{data_dir} and {init} use different tokenizers (vocabularies); encode the "
                           f"new data with the checkpoint's: nmt prepare --bpe {init} ...")
     stored = from_dict(ModelConfig, ckpt["model_config"], str(init))
     differ = [f"{k} {getattr(stored, k)} -> {v}" for k, v in model.values.items()

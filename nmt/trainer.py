@@ -28,7 +28,7 @@ from torch import Tensor
 from nmt import checkpoint
 from nmt.batching import collate, group_updates, make_batches, shard
 from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
-from nmt.dataset import ParallelDataset, data_identity, read_bpe_model
+from nmt.dataset import ParallelDataset, data_identity, read_tokenizer
 from nmt.device import autocast, make_scaler, precision_warning, resolve_precision
 from nmt.distributed import Comm, StopSignal
 from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
@@ -211,8 +211,8 @@ class Trainer:
         if len(self.train_data) == 0:
             raise DataError(f"{data_dir}: the train split holds no pairs; check the filters of `nmt prepare`")
         self.identity = data_identity(data_dir)
-        self.bpe_model = read_bpe_model(data_dir)
-        self.validator = Validator(data_dir, self.bpe_model, model_cfg.max_positions, train_cfg.max_tokens,
+        self.tokenizer = read_tokenizer(data_dir)
+        self.validator = Validator(data_dir, self.tokenizer, model_cfg.max_positions, train_cfg.max_tokens,
                                    train_cfg.valid_bleu_sentences, train_cfg.valid_beam)
         self.precision = resolve_precision(train_cfg.precision, device, training=True, d_model=model_cfg.d_model)
         torch.manual_seed(train_cfg.seed)
@@ -285,11 +285,11 @@ class Trainer:
                                f"this run has {world}: dropout masks differ from an uninterrupted run"))
 
     def payload(self, rngs: list[dict]) -> dict:
-        """The checkpoint: configs, data identity, BPE model, weights, optimiser, scaler, each rank's random
+        """The checkpoint: configs, data identity, tokenizer, weights, optimiser, scaler, each rank's random
         generators and the `TrainState` fields."""
         payload = {
             "model_config": to_dict(self.model_cfg), "train_config": to_dict(self.cfg), "data": self.identity,
-            "bpe_model": self.bpe_model, "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "tokenizer": self.tokenizer.to_data(), "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(), "rng": rngs[0], **self.state.to_dict(),
         }
         if len(rngs) > 1:

@@ -12,7 +12,6 @@ import torch
 
 from nmt import checkpoint
 from nmt.attention import AttentionMaps, alignments, attention_maps
-from nmt.bpe import Tokenizer
 from nmt.config import INT_MAX, check_range
 from nmt.config import InferenceConfig, Overrides, SearchConfig, overrides
 from nmt.device import precision_warning, resolve_precision, select_device
@@ -22,6 +21,7 @@ from nmt.files import read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import Hypothesis, search
+from nmt.tokenizer import Tokenizer, load_tokenizer
 from nmt.vocab import EOS, PAD
 
 
@@ -38,7 +38,7 @@ class Translator:
 
     `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU. `pack`: oneDNN pre-packed fp32 weights
     on the CPU (see `prepare_model`). Several `model_path`s decode as an `Ensemble`; they must share
-    the BPE model (and so the vocabulary).
+    the tokenizer (and so the vocabulary).
     """
 
     def __init__(self, model_path: Path | Sequence[Path], search_cfg: SearchConfig = SearchConfig(),
@@ -55,7 +55,7 @@ class Translator:
         models = [prepare_model(checkpoint.build_model(c, p), precision, self.device, pack=pack) for c, p in zip(ckpts, paths)]
         self.model = models[0] if len(models) == 1 else Ensemble(models)
         self.precision = precision
-        self.tokenizer = Tokenizer.from_bytes(ckpts[0]["bpe_model"])
+        self.tokenizer = load_tokenizer(ckpts[0]["tokenizer"], str(paths[0]))
         self.data = ckpts[0]["data"]
         self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
@@ -83,7 +83,7 @@ class Translator:
         return other
 
     def encode(self, lines: list[str], first_line: int) -> list[list[int]]:
-        """BPE ids + EOS per line, truncated (with a warning) to fit the model's positions."""
+        """Subword ids + EOS per line, truncated (with a warning) to fit the model's positions."""
         return encode_lines(self.tokenizer, lines, self.max_positions, first_line, self.progress)
 
     def batches(self, encoded: list[list[int]]) -> Iterator[list[int]]:
@@ -131,18 +131,18 @@ class Translator:
 
 
 def check_same_vocabulary(ckpts: list[dict], paths: list[Path]) -> None:
-    """An ensemble's models must share the BPE model: the same ids must mean the same pieces."""
+    """An ensemble's models must share the tokenizer: the same ids must mean the same pieces."""
     for ckpt, path in zip(ckpts[1:], paths[1:]):
-        if ckpt["bpe_model"] != ckpts[0]["bpe_model"]:
-            raise ConfigError(f"{path} and {paths[0]} use different BPE models (vocabularies); an ensemble needs "
+        if ckpt["tokenizer"] != ckpts[0]["tokenizer"]:
+            raise ConfigError(f"{path} and {paths[0]} use different tokenizers (vocabularies); an ensemble needs "
                               "models trained on data prepared with the same `nmt bpe` model")
 
 
 def encode_lines(tokenizer: Tokenizer, lines: list[str], max_positions: int, first_line: int = 0,
                  progress: ProgressFn = ignore) -> list[list[int]]:
-    """BPE ids + EOS per line, truncated (with a warning) to fit `max_positions`."""
+    """Subword ids + EOS per (source) line, truncated (with a warning) to fit `max_positions`."""
     limit = max_positions - 1
-    encoded = tokenizer.encode(lines)
+    encoded = tokenizer.encode(lines, side="source")
     for i, ids in enumerate(encoded):
         if len(ids) > limit:
             progress(Progress("translate", message=f"warning: line {first_line + i + 1} has {len(ids)} BPE tokens, "

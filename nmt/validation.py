@@ -10,13 +10,13 @@ import numpy as np
 import torch
 
 from nmt.batching import collate, make_batches
-from nmt.bpe import Tokenizer
 from nmt.config import SearchConfig
 from nmt.dataset import ParallelDataset
 from nmt.evaluate import bleu
 from nmt.loss import label_smoothed_loss
 from nmt.model import Transformer
 from nmt.search import search
+from nmt.tokenizer import Tokenizer
 
 
 def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
@@ -28,14 +28,13 @@ class Validator:
     """The validation split of a data folder, as the run's model sees it: the pairs that fit its positions,
     their loss, and the BLEU of their translations (the first `bleu_sentences` of them)."""
 
-    def __init__(self, data_dir: Path, tokenizer_bytes: bytes, max_positions: int, max_tokens: int,
+    def __init__(self, data_dir: Path, tokenizer: Tokenizer, max_positions: int, max_tokens: int,
                  bleu_sentences: int, beam: int):
         self.data = ParallelDataset(data_dir, "valid") if (data_dir / "valid.idx").exists() else None
         self.index = self.fitting_pairs(max_positions)
-        self.tokenizer_bytes = tokenizer_bytes
+        self.tokenizer = tokenizer
         self.max_positions, self.max_tokens, self.beam = max_positions, max_tokens, beam
         self.bleu_index = self.index[:bleu_sentences]
-        self._tokenizer: Optional[Tokenizer] = None
         self._references: Optional[list[str]] = None
 
     def __len__(self) -> int:
@@ -48,12 +47,6 @@ class Validator:
         limit = max_positions - 1
         fits = (self.data.src_lengths <= limit) & (self.data.tgt_lengths <= limit)
         return np.flatnonzero(fits)
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tokenizer is None:
-            self._tokenizer = Tokenizer.from_bytes(self.tokenizer_bytes)
-        return self._tokenizer
 
     @torch.inference_mode()
     def loss(self, model: Transformer, device: torch.device, autocast: Callable) -> Optional[float]:

@@ -78,6 +78,17 @@ def tiny_bpe(tiny_corpus) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_spm(tiny_corpus) -> Path:
+    """A SentencePiece unigram model of the tiny corpus (learned per session: on one thread SentencePiece
+    learns the same model from the same text every time)."""
+    from nmt.spm import train_sentencepiece
+
+    path = tiny_corpus.parent / "tiny_spm" / "spm.model"
+    train_sentencepiece([tiny_corpus / "train.en", tiny_corpus / "train.de"], path, vocab_size=TINY_VOCAB, threads=1)
+    return path
+
+
+@pytest.fixture(scope="session")
 def tiny_data(tiny_corpus, tiny_bpe) -> Path:
     """A prepared (binarized) dataset with a train split only (no validation: faster training)."""
     from nmt.dataset import prepare

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
+TOKENIZERS = {"nmt.tokenizer", "nmt.bpe", "nmt.spm"}
 
 
 def module_name(path: Path) -> str:
@@ -128,9 +129,13 @@ def test_no_import_cycles():
 
 
 @pytest.mark.parametrize("module, forbidden", [
-    # The model layer does not depend on the tokenizer library.
-    ("nmt.model", {"nmt.bpe"}), ("nmt.search", {"nmt.bpe", "nmt.model"}), ("nmt.batching", {"nmt.bpe"}),
-    ("nmt.loss", {"nmt.bpe", "nmt.model"}),
+    # The model layer does not depend on the tokenizers.
+    ("nmt.model", TOKENIZERS), ("nmt.search", TOKENIZERS | {"nmt.model"}), ("nmt.batching", TOKENIZERS),
+    ("nmt.loss", TOKENIZERS | {"nmt.model"}),
+    # The tokenizers know nothing of models, data stores and checkpoints; each kind knows nothing of the other.
+    ("nmt.tokenizer", {"nmt.model", "nmt.dataset", "nmt.checkpoint", "nmt.translate"}),
+    ("nmt.bpe", {"nmt.spm", "nmt.tokenizer"}), ("nmt.spm", {"nmt.bpe", "nmt.tokenizer"}),
+    ("nmt.checkpoint", TOKENIZERS),  # a checkpoint holds the tokenizer as plain data
     # Process plumbing knows nothing of what the processes compute.
     ("nmt.distributed", {"nmt.train", "nmt.trainer", "nmt.model", "nmt.dataset", "nmt.checkpoint", "nmt.loss"}),
     ("nmt.trainer", {"nmt.train", "nmt.cli"}),
@@ -147,9 +152,10 @@ def test_type_checking_imports_are_seen_by_the_cycle_check_only():
     assert "nmt.dataset" not in graph(type_checking=False)["nmt.batching"]
 
 
-def test_youtokentome_is_imported_by_bpe_alone():
-    users = {name for name, p in sources().items() if any(m.split(".")[0] == "youtokentome" for m in imports_of(p))}
-    assert users == {"nmt.bpe"}
+@pytest.mark.parametrize("library, module", [("youtokentome", "nmt.bpe"), ("sentencepiece", "nmt.spm")])
+def test_each_tokenizer_library_is_imported_by_one_module(library, module):
+    users = {name for name, p in sources().items() if any(m.split(".")[0] == library for m in imports_of(p))}
+    assert users == {module}
 
 
 def download_package() -> list[str]:

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import nmt.model as model_module
 from nmt.attention import (AttentionMaps, alignments, attention_maps, pharaoh, word_alignment, word_of_each_piece,
                            write_heatmaps)
-from nmt.bpe import Tokenizer
+from nmt.tokenizer import load_tokenizer
 from nmt.vocab import BOS, EOS, PAD
 from nmt.config import ModelConfig
 from nmt.model import Transformer
@@ -62,8 +62,8 @@ def test_attention_maps_labels_and_shapes(tiny_checkpoint):
     assert isinstance(maps, AttentionMaps)
     assert maps.weights.shape == (L, H, len(hyp.tokens) + 1, len(src_ids))
     assert maps.source[-1] == maps.target[-1] == "</s>"
-    assert "".join(maps.source[:-1]).replace("▁", " ").strip() == Tokenizer.from_bytes(
-        torch.load(tiny_checkpoint, weights_only=True)["bpe_model"]).decode([src_ids])[0]
+    assert "".join(maps.source[:-1]).replace("▁", " ").strip() == load_tokenizer(
+        torch.load(tiny_checkpoint, weights_only=True)["tokenizer"]).decode([src_ids], side="source")[0]
     torch.testing.assert_close(maps.weights.sum(-1), torch.ones(L, H, len(hyp.tokens) + 1))
 
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import youtokentome as yttm
 
-from nmt.bpe import Tokenizer, reservoir_sample, train_bpe
+from conftest import BPE_MODELS, SAMPLE_DIR
+from nmt.bpe import BpeTokenizer, train_bpe
 from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.errors import InputError
 
@@ -38,7 +39,7 @@ def corpus(tmp_path_factory) -> tuple[Path, Path, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def tokenizer(corpus, tmp_path_factory) -> Tokenizer:
+def tokenizer(corpus, tmp_path_factory) -> BpeTokenizer:
     en, de, _ = corpus
     return train_bpe([en, de], tmp_path_factory.mktemp("m") / "bpe.model", vocab_size=120, threads=1)
 
@@ -73,7 +74,7 @@ def test_pieces_spell_the_text(tokenizer):
 def test_from_bytes_equals_from_file(tokenizer, tmp_path):
     path = tmp_path / "copy.model"
     path.write_bytes(tokenizer.model_bytes)
-    a, b = Tokenizer.from_file(path), Tokenizer.from_bytes(tokenizer.model_bytes)
+    a, b = BpeTokenizer.from_file(path), BpeTokenizer.from_bytes(tokenizer.model_bytes)
     assert a.model_bytes == b.model_bytes == tokenizer.model_bytes
     assert a.vocab_size == b.vocab_size == tokenizer.vocab_size
     lines = ["the quick bird", "OVER THE RIVER"]
@@ -81,54 +82,8 @@ def test_from_bytes_equals_from_file(tokenizer, tmp_path):
 
 
 def test_model_file_is_written(tokenizer, tmp_path):
-    assert Tokenizer.from_file(tokenizer.name).model_bytes == tokenizer.model_bytes
+    assert BpeTokenizer.from_file(tokenizer.name).model_bytes == tokenizer.model_bytes
     assert not [p for p in Path(tokenizer.name).parent.iterdir() if p.name.startswith(".")]
-
-
-def test_reservoir_sample_is_seeded():
-    lines = [str(i) for i in range(1000)]
-    a, b, c = (reservoir_sample(iter(lines), 50, s) for s in (1, 1, 2))
-    assert a == b and a != c
-    assert len(a) == 50 and len(set(a)) == 50 and set(a) <= set(lines)
-    assert reservoir_sample(iter(lines[:10]), 50, 1) == lines[:10]  # fewer lines: all of them
-
-
-class Counted(str):
-    """A line that counts how many of its kind are alive."""
-
-    alive = peak = 0
-
-    def __new__(cls, value):
-        obj = super().__new__(cls, value)
-        Counted.alive += 1
-        Counted.peak = max(Counted.peak, Counted.alive)
-        return obj
-
-    def __del__(self):
-        Counted.alive -= 1
-
-
-def test_reservoir_sample_holds_only_the_sample():
-    from nmt.bpe import _SAMPLE_BLOCK
-
-    Counted.alive = Counted.peak = 0
-    sample = reservoir_sample((Counted(str(i)) for i in range(100_000)), 300, 4)
-    assert len(sample) == 300 and len(set(sample)) == 300
-    assert Counted.peak <= 300 + _SAMPLE_BLOCK + 2  # the sample plus one block being read
-    del sample
-
-
-def test_reservoir_sample_is_uniform():
-    # Each of N lines is kept with probability n/N: early and late lines alike.
-    counts = np.zeros(200)
-    for seed in range(400):
-        counts[[int(x) for x in reservoir_sample((str(i) for i in range(200)), 20, seed)]] += 1
-    assert counts.sum() == 400 * 20
-    assert abs(counts[:100].mean() - 40) < 3 and abs(counts[100:].mean() - 40) < 3  # 40 = 400 * 20/200
-    assert counts.min() > 15 and counts.max() < 70  # about 40 +- 6 each
-    # Across blocks too: sample 5 of 20000 lines (5 blocks of reading).
-    picks = [int(x) for seed in range(300) for x in reservoir_sample((str(i) for i in range(20000)), 5, seed)]
-    assert 0.45 < np.mean(np.array(picks) < 10000) < 0.55
 
 
 def test_sampled_training_is_reproducible(corpus, tmp_path, monkeypatch):
@@ -236,11 +191,81 @@ def test_corrupt_model_file(tokenizer, tmp_path, kind):
     path = tmp_path / "bad.model"
     path.write_bytes(corruptions(tokenizer.model_bytes)[kind])
     with pytest.raises(InputError, match="bad.model"):
-        Tokenizer.from_file(path)
+        BpeTokenizer.from_file(path)
     with pytest.raises(InputError):
-        Tokenizer.from_bytes(path.read_bytes())
+        BpeTokenizer.from_bytes(path.read_bytes())
 
 
 def test_missing_model_file(tmp_path):
     with pytest.raises(InputError, match="nmt bpe"):
-        Tokenizer.from_file(tmp_path / "none.model")
+        BpeTokenizer.from_file(tmp_path / "none.model")
+
+
+# -- BPE-dropout --------------------------------------------------------------------------------------
+
+# Whitespace and characters youtokentome treats in its own way: only ASCII whitespace and "▁" split words,
+# a run of unknown characters is one UNK, a newline inside a line is whitespace.
+ODD_LINES = ["", "   ", "  leading and trailing  ", "tabs\tand\vfeeds\fand\rreturns", "a\u2581b \u2581\u2581 c",
+             "no\xa0break\u2003space", "unknown €€ and ✓x✓ ✓", "line\nbreak", "x" * 300, "\x00\x1c"]
+
+
+@pytest.mark.parametrize("size", [300, 1000])
+def test_dropout_zero_is_youtokentome_s_encoding(size):
+    """The numpy segmentation that BPE-dropout runs reproduces youtokentome's ids exactly when nothing drops."""
+    from nmt.bpe import _Merges
+
+    tok = BpeTokenizer.from_file(BPE_MODELS[size])
+    lines = [line for lang in ("en", "de") for line in (SAMPLE_DIR / f"train.{lang}").read_text("utf-8").splitlines()]
+    lines += ODD_LINES
+    merges = _Merges(tok.model_bytes.decode("ascii"), tok.vocab_size)
+    assert merges.encode(lines, 0.0, np.random.default_rng(0)) == tok.encode(lines, threads=1)
+
+
+def test_dropout_is_seeded_and_valid(tokenizer, corpus):
+    lines = corpus[2][:200] + ODD_LINES
+    plain = tokenizer.encode(lines)
+    a = tokenizer.encode(lines, dropout=0.1, seed=(3, 1))
+    assert a == tokenizer.encode(lines, dropout=0.1, seed=(3, 1), threads=2)
+    assert a != tokenizer.encode(lines, dropout=0.1, seed=(3, 2)) and a != plain
+    assert tokenizer.decode(a) == tokenizer.decode(plain)  # every segmentation spells the text
+    assert sum(map(len, a)) > sum(map(len, plain))
+    assert tokenizer.encode(lines, dropout=0.0, seed=5) == plain
+    assert tokenizer.encode([], dropout=0.1) == [] and tokenizer.encode(["", " "], dropout=0.5) == [[], []]
+
+
+# A hand-made model: characters "▁" 4, a 5, b 6, c 7; rule 0 merges b+c into 8, rule 1 a+b into 9.
+ABC_MODEL = b"4 2\n9601 4\n97 5\n98 6\n99 7\n6 7 8\n5 6 9\n1 0 2 3\n"
+
+
+@pytest.mark.parametrize("p, a_bc, ab_c, a_b_c", [
+    (0.0, 1.0, 0.0, 0.0),  # rule 0 first, although a+b stands to its left
+    (0.1, 0.9, 0.09, 0.01),
+    (0.5, 0.5, 0.25, 0.25),
+    (0.8, 0.2, 0.16, 0.64),
+])
+def test_dropout_skips_each_merge_with_probability_p(p, a_bc, ab_c, a_b_c):
+    """Each step tries the merges in rule order, skipping each with probability p, and a word whose merges
+    are all skipped is finished: "abc" splits "a|bc" with 1-p, "ab|c" with p(1-p), "a|b|c" with p^2."""
+    tok = BpeTokenizer(ABC_MODEL)
+    assert tok.encode(["abc"]) == [[4, 5, 8]]
+    n = 20_000
+    ids = tok.encode([" ".join(["abc"] * n)], dropout=p, seed=11)[0]
+    words = " ".join(map(str, ids)).split("4 ")[1:]
+    assert len(words) == n
+    counts = {key: words.count(f"{key} ") + (words[-1] == key) for key in ("5 8", "9 7", "5 6 7")}
+    got = [counts["5 8"] / n, counts["9 7"] / n, counts["5 6 7"] / n]
+    assert got == pytest.approx([a_bc, ab_c, a_b_c], abs=0.015)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, float("nan")])
+def test_bad_dropout(tokenizer, dropout):
+    from nmt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="dropout"):
+        tokenizer.encode(["the cat"], dropout=dropout)
+
+
+def test_data_form(tokenizer):
+    data = tokenizer.to_data()
+    assert data == {"kind": "youtokentome", "version": 1, "source": tokenizer.model_bytes}
+    assert tokenizer.vocab() == tokenizer.pieces(range(tokenizer.vocab_size))

@@ -40,7 +40,7 @@ def test_average_is_elementwise_mean(steps, tmp_path):
         differs += not torch.equal(a["model"][k], c["model"][k])
     assert differs > 0  # the checkpoints really differ, so the mean is not trivially any of them
     # Everything needed for inference is kept, from the first checkpoint.
-    for key in ("model_config", "train_config", "data", "bpe_model"):
+    for key in ("model_config", "train_config", "data", "tokenizer"):
         assert avg[key] == a[key], key
     assert avg["averaged"] == [str(p) for p in steps]
     assert "optimizer" not in avg  # an inference checkpoint
@@ -68,14 +68,14 @@ def test_average_of_nothing_is_an_input_error():
         checkpoint.average([])
 
 
-@pytest.mark.parametrize("change", ["model_config", "bpe_model"])
+@pytest.mark.parametrize("change", ["model_config", "tokenizer"])
 def test_average_refuses_mismatched_checkpoints(steps, tmp_path, change):
     other = checkpoint.load(steps[0])
     other.pop("format"), other.pop("version")
     if change == "model_config":
         other["model_config"] = {**other["model_config"], "dropout": 0.3}
     else:
-        other["bpe_model"] = other["bpe_model"] + b"\n"
+        other["tokenizer"] = {**other["tokenizer"], "source": other["tokenizer"]["source"] + b"\n"}
     odd = tmp_path / "odd.pt"
     checkpoint.save(odd, other)
     with pytest.raises(CheckpointError) as e:
@@ -249,12 +249,12 @@ def test_load_wrong_version(tiny_checkpoint, tmp_path):
 
 def test_load_missing_keys(tiny_checkpoint, tmp_path):
     ckpt = checkpoint.load(tiny_checkpoint)
-    del ckpt["bpe_model"]
+    del ckpt["tokenizer"]
     path = tmp_path / "damaged.pt"
     torch.save(ckpt, path)
     with pytest.raises(CheckpointError) as e:
         checkpoint.load(path)
-    assert str(path) in str(e.value) and "bpe_model" in str(e.value)
+    assert str(path) in str(e.value) and "tokenizer" in str(e.value)
 
 
 def test_load_round_trip_keeps_everything(tiny_checkpoint):
@@ -367,3 +367,52 @@ def test_resolve_average_inputs_files(tmp_path):
     assert "missing.pt" in str(e.value)
     with pytest.raises(InputError):
         checkpoint.resolve_average_inputs([run, run], None)  # two folders: not files
+
+
+# -- checkpoints of version 1 (before nmt.tokenizer) ----------------------------------------------------
+
+
+def version_1(new: Path, path: Path) -> Path:
+    """`new` as nmt wrote checkpoints before SentencePiece came: version 1, the youtokentome model's bytes
+    under "bpe_model"."""
+    ckpt = torch.load(new, weights_only=True)
+    ckpt["bpe_model"] = ckpt.pop("tokenizer")["source"]
+    ckpt["version"] = 1
+    torch.save(ckpt, path)
+    return path
+
+
+def test_version_1_checkpoints_still_work_everywhere(steps, tiny_data, tiny_corpus, tmp_path):
+    from nmt.dataset import data_identity, prepare
+    from nmt.tokenizer import load_tokenizer
+    from nmt.train import plan
+
+    old = version_1(steps[-1], tmp_path / "old.pt")
+    loaded, new = checkpoint.load(old), checkpoint.load(steps[-1])
+    assert loaded["version"] == checkpoint.VERSION == 2 and "bpe_model" not in loaded
+    assert loaded["tokenizer"] == new["tokenizer"] and loaded["data"] == new["data"]
+    # translate and average (an old checkpoint with a new one of the same run)
+    lines = ["A man is riding a bicycle .", "Two dogs play in the snow ."]
+    assert ([t.text for t in Translator(old).translate_chunk(lines)]
+            == [t.text for t in Translator(steps[-1]).translate_chunk(lines)])
+    avg = checkpoint.average([version_1(steps[0], tmp_path / "old10.pt"), steps[1]])
+    assert avg["tokenizer"] == new["tokenizer"]
+    # `nmt prepare --bpe old.pt`, and fine-tuning on that data from the old checkpoint
+    prepare(load_tokenizer(checkpoint.tokenizer_data(old), str(old)), tmp_path / "data", "en", "de",
+            tiny_corpus / "train")
+    assert data_identity(tmp_path / "data") == loaded["data"]
+    plan(tmp_path / "data", tmp_path / "tuned", None, {}, {"init_from": str(old)})
+    # resuming a run whose newest checkpoint is of version 1
+    run = tmp_path / "run"
+    run.mkdir()
+    version_1(steps[-1], run / steps[-1].name)
+    assert plan(tiny_data, run, None, {}, {})[2] == run / steps[-1].name
+
+
+def test_version_1_export(steps, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from nmt.export import export_ctranslate2
+
+    old = version_1(steps[-1], tmp_path / "old.pt")
+    export_ctranslate2(old, tmp_path / "ct2")
+    assert (tmp_path / "ct2" / "bpe.model").read_bytes() == checkpoint.load(old)["tokenizer"]["source"]

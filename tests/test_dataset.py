@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import pickle
@@ -13,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.bpe import Tokenizer, train_bpe
-from nmt.dataset import FilterConfig, ParallelDataset, SplitReport, load_meta, prepare
+from nmt.bpe import BpeTokenizer, train_bpe
+from nmt.dataset import (FilterConfig, ParallelDataset, SplitReport, data_identity, load_meta, prepare,
+                         read_tokenizer)
 from nmt.errors import BusyError, ConfigError, DataError, InputError
 
 EN = "the a cat dog sat ran on under mat house big small red green quick slow".split()
@@ -73,7 +75,7 @@ def test_round_trip(bpe, data, tmp_path):
     out = tmp_path / "out"
     reports = prepare(bpe, out, "en", "de", data / "train", data / "valid",
                       filters=FilterConfig(min_len=1, max_ratio=100, dedup=False))
-    tok = Tokenizer.from_file(bpe)
+    tok = BpeTokenizer.from_file(bpe)
     for split in ("train", "valid"):
         en = (data / f"{split}.en").read_text().splitlines()
         de = (data / f"{split}.de").read_text().splitlines()
@@ -152,7 +154,7 @@ def lengths_corpus() -> tuple[list[str], list[str]]:
     ],
 )
 def test_filter_report(bpe, tmp_path, filters, expect):
-    tok = Tokenizer.from_file(bpe)
+    tok = BpeTokenizer.from_file(bpe)
     en, de = lengths_corpus()
     assert [len(x) for x in tok.encode(en)] == [4, 5, 0, 4, 2, 12, 3, 4, 4]  # the premise
     write(tmp_path / "t", "en", en)
@@ -344,6 +346,86 @@ def test_dtype_follows_vocab_size():
     assert _DTYPES[_dtype_code(65536)] == np.uint32
 
 
+# ---------------------------------------------------------------------------- the tokenizer of a store
+
+
+@pytest.fixture(scope="module")
+def spm(tmp_path_factory) -> Path:
+    """A SentencePiece model of the same text as `bpe`."""
+    from nmt.spm import train_sentencepiece
+
+    d = tmp_path_factory.mktemp("spm")
+    en, de = corpus(400, seed=99)
+    write(d / "text", "en", en)
+    write(d / "text", "de", de)
+    train_sentencepiece([d / "text.en", d / "text.de"], d / "spm.model", vocab_size=60, threads=1)
+    return d / "spm.model"
+
+
+def test_sentencepiece_store(spm, data, tmp_path):
+    from nmt.spm import SentencePieceTokenizer
+
+    out = tmp_path / "out"
+    prepare(spm, out, "en", "de", data / "train", data / "valid", filters=FilterConfig(min_len=1, max_ratio=100))
+    tok = SentencePieceTokenizer.from_file(spm)
+    en = (data / "valid.en").read_text().splitlines()
+    de = (data / "valid.de").read_text().splitlines()
+    ds = ParallelDataset(out, "valid")
+    assert [ds[i][0].tolist() for i in range(len(ds))] == tok.encode(en, side="source")
+    assert [ds[i][1].tolist() for i in range(len(ds))] == tok.encode(de, side="target")
+    meta = load_meta(out)
+    sha = hashlib.sha256(spm.read_bytes()).hexdigest()
+    assert meta["tokenizer"] == {"kind": "sentencepiece", "files": {"source": "spm.model"}, "sha256": sha}
+    assert "bpe_sha256" not in meta and meta["vocab_size"] == tok.vocab_size
+    assert (out / "spm.model").read_bytes() == spm.read_bytes() and not (out / "bpe.model").exists()
+    assert data_identity(out) == {"src": "en", "tgt": "de", "vocab_size": tok.vocab_size,
+                                  "tokenizer": "sentencepiece", "tokenizer_sha256": sha}
+    assert read_tokenizer(out).to_data() == tok.to_data()
+
+
+def test_youtokentome_store_keeps_its_identity(bpe, data, tmp_path):
+    """Stores and checkpoints of youtokentome runs are recognised by "bpe_sha256", as before SentencePiece came."""
+    prepare(bpe, tmp_path / "out", "en", "de", data / "train")
+    meta = load_meta(tmp_path / "out")
+    sha = hashlib.sha256(bpe.read_bytes()).hexdigest()
+    assert meta["bpe_sha256"] == sha and meta["tokenizer"]["kind"] == "youtokentome"
+    identity = data_identity(tmp_path / "out")
+    assert identity == {"src": "en", "tgt": "de", "vocab_size": meta["vocab_size"], "bpe_sha256": sha}
+    # A store written before SentencePiece (no tokenizer record) reads the same.
+    del meta["tokenizer"]
+    (tmp_path / "out" / "meta.json").write_text(json.dumps(meta))
+    assert data_identity(tmp_path / "out") == identity
+    assert read_tokenizer(tmp_path / "out").to_data() == BpeTokenizer.from_file(bpe).to_data()
+
+
+def test_a_new_store_drops_the_files_of_the_old_tokenizer(bpe, spm, data, tmp_path):
+    prepare(bpe, tmp_path / "out", "en", "de", data / "train")
+    prepare(spm, tmp_path / "out", "en", "de", data / "train")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".nmt.lock", "meta.json", "report.json", "spm.model", "train.bin", "train.idx"]
+    prepare(bpe, tmp_path / "out", "en", "de", data / "train")
+    assert not (tmp_path / "out" / "spm.model").exists() and read_tokenizer(tmp_path / "out").kind == "youtokentome"
+
+
+@pytest.mark.parametrize("damage", ["swapped", "missing", "record"])
+def test_a_damaged_tokenizer_is_refused(spm, data, tmp_path, damage):
+    out = tmp_path / "out"
+    prepare(spm, out, "en", "de", data / "train")
+    if damage == "swapped":
+        (out / "spm.model").write_bytes((out / "spm.model").read_bytes() + b"\x00")
+        match = "spm.model: not the tokenizer model the data was encoded with .*sha256.*nmt prepare"
+    elif damage == "missing":
+        (out / "spm.model").unlink()
+        match = "incomplete or corrupt .*spm.model"
+    else:
+        meta = load_meta(out)
+        meta["tokenizer"] = {"kind": "sentencepiece"}
+        (out / "meta.json").write_text(json.dumps(meta))
+        match = "tokenizer record is malformed"
+    with pytest.raises(DataError, match=match):
+        read_tokenizer(out)
+
+
 # ---------------------------------------------------------------------------- streaming at scale
 
 
@@ -385,7 +467,7 @@ def test_dedup_keeps_the_first_copy_within_and_across_chunks(bpe, tmp_path):
     report = prepare(bpe, out, "en", "de", tmp_path / "t", chunk_size=5,
                      filters=FilterConfig(min_len=1, max_ratio=100))["train"]
     assert (report.read, report.kept, report.duplicate) == (12, 10, 2)
-    tok, ds = Tokenizer.from_file(bpe), ParallelDataset(out, "train")
+    tok, ds = BpeTokenizer.from_file(bpe), ParallelDataset(out, "train")
     survivors = [i for i in range(12) if i not in (4, 9)]  # in corpus order: the first copy is kept
     assert [ds[k][0].tolist() for k in range(len(ds))] == tok.encode([en[i] for i in survivors])
 

@@ -124,9 +124,9 @@ def test_cli_repeated_model_is_an_ensemble(tiny_run, tiny_checkpoint, sample_lin
 def test_cli_ensemble_errors(tiny_checkpoint, tmp_path):
     other = tmp_path / "other.pt"
     ckpt = checkpoint.load(tiny_checkpoint)
-    ckpt["bpe_model"] = b"1 0\n97 4\n1 0 2 3\n"  # another vocabulary
+    ckpt["tokenizer"] = {"kind": "youtokentome", "version": 1, "source": b"1 0\n97 4\n1 0 2 3\n"}  # another vocabulary
     checkpoint.save(other, {k: v for k, v in ckpt.items() if k not in ("format", "version")})
     r = nmt("translate", "-m", tiny_checkpoint, "-m", other, input="a man\n")
-    assert r.returncode == 1 and "use different BPE models" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "use different tokenizers" in r.stderr and "Traceback" not in r.stderr
     r = nmt("translate", "-m", tiny_checkpoint, "-m", tiny_checkpoint, "--attention", tmp_path / "att", input="a\n")
     assert r.returncode == 1 and "give one --model" in r.stderr and not (tmp_path / "att").exists()

@@ -16,7 +16,8 @@ import torch
 
 from conftest import SAMPLE_DIR, torch_threads
 from nmt import checkpoint
-from nmt.bpe import Tokenizer
+from nmt.bpe import BpeTokenizer
+from nmt.tokenizer import from_file as tokenizer_from_file
 from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig, TrainConfig, to_dict
 from nmt.errors import ConfigError, InputError
@@ -41,8 +42,9 @@ def sample_lines() -> list[str]:
 
 
 def random_checkpoint(path: Path, bpe: Path, norm="pre", positions="sinusoidal", seed=0) -> Path:
-    """A randomly initialised tiny model with the tiny BPE vocabulary, saved as an nmt checkpoint."""
-    tok = Tokenizer.from_file(bpe)
+    """A randomly initialised tiny model with the vocabulary of `bpe` (youtokentome or SentencePiece),
+    saved as an nmt checkpoint."""
+    tok = tokenizer_from_file(bpe)
     torch.manual_seed(seed)
     cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, d_ff=64,
                       max_positions=128, norm=norm, positions=positions).validate()
@@ -53,7 +55,7 @@ def random_checkpoint(path: Path, bpe: Path, norm="pre", positions="sinusoidal",
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.3, 0.3)
     checkpoint.save(path, {"model_config": to_dict(cfg), "train_config": to_dict(TrainConfig()), "data": {"test": True},
-                           "bpe_model": tok.model_bytes, "model": model.state_dict(), "updates": 0, "epoch": 0})
+                           "tokenizer": tok.to_data(), "model": model.state_dict(), "updates": 0, "epoch": 0})
     return path
 
 
@@ -76,7 +78,7 @@ def export_to(ckpt: Path, out: Path, **kw) -> Path:
 def test_vocabulary_specials_and_ids(tiny_bpe, ctranslate2, tmp_path):
     from nmt.export import SPECIAL_TOKENS, ctranslate2_vocabulary
 
-    tok = Tokenizer.from_file(tiny_bpe)
+    tok = BpeTokenizer.from_file(tiny_bpe)
     vocab = ctranslate2_vocabulary(tok)
     assert len(vocab) == tok.vocab_size == len(set(vocab))
     assert vocab[:4] == ["<blank>", "<unk>", "<s>", "</s>"]
@@ -91,6 +93,24 @@ def test_vocabulary_specials_and_ids(tiny_bpe, ctranslate2, tmp_path):
     assert json.loads((out / "nmt_export.json").read_text())["format"] == "nmt-ctranslate2"
 
 
+def test_sentencepiece_vocabulary_and_files(tiny_spm, ctranslate2, tmp_path, sample_lines):
+    """A SentencePiece model exports as youtokentome's does: its pieces are the vocabulary, its model file
+    travels with the export, and the exported model translates with it."""
+    from nmt.export import CTranslate2Translator, ctranslate2_vocabulary
+
+    tok = tokenizer_from_file(tiny_spm)
+    vocab = ctranslate2_vocabulary(tok)
+    assert vocab[:4] == ["<blank>", "<unk>", "<s>", "</s>"] and vocab[4:] == tok.vocab()[4:]
+    assert len(set(vocab)) == len(vocab) == tok.vocab_size
+    out = export_to(random_checkpoint(tmp_path / "r.pt", tiny_spm), tmp_path / "ct2")
+    assert json.loads((out / "shared_vocabulary.json").read_text()) == vocab
+    assert (out / "spm.model").read_bytes() == tiny_spm.read_bytes() and not (out / "bpe.model").exists()
+    assert json.loads((out / "nmt_export.json").read_text())["tokenizer"]["kind"] == "sentencepiece"
+    translator = CTranslate2Translator(out, SearchConfig(beam=2, lenpen=0.0, max_len_b=5), threads=1)
+    assert translator.tokenizer.to_data() == tok.to_data()
+    assert len(translator.translate_chunk(sample_lines[:3])) == 3
+
+
 @pytest.mark.parametrize("norm, positions", [("pre", "sinusoidal"), ("post", "sinusoidal"), ("pre", "learned")])
 def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_lines, norm, positions):
     """Teacher-forced token log-probabilities of the exported model equal nmt's (random weights)."""
@@ -99,7 +119,7 @@ def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_l
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, norm=norm, positions=positions)
     out = export_to(ckpt, tmp_path / "ct2")
     model = checkpoint.build_model(checkpoint.load(ckpt))
-    tok = Tokenizer.from_file(tiny_bpe)
+    tok = BpeTokenizer.from_file(tiny_bpe)
     vocab = ctranslate2_vocabulary(tok)
     engine = ctranslate2.Translator(str(out), intra_threads=1)
     sources = tok.encode(sample_lines[:8])
@@ -113,10 +133,11 @@ def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_l
         assert res.log_probs == pytest.approx(expected, abs=2e-4)
 
 
-def test_greedy_identical_on_random_model(tiny_bpe, ctranslate2, tmp_path, sample_lines):
+@pytest.mark.parametrize("tokenizer", ["tiny_bpe", "tiny_spm"])
+def test_greedy_identical_on_random_model(request, tokenizer, ctranslate2, tmp_path, sample_lines):
     from nmt.export import CTranslate2Translator
 
-    ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, seed=3)
+    ckpt = random_checkpoint(tmp_path / "r.pt", request.getfixturevalue(tokenizer), seed=3)
     out = export_to(ckpt, tmp_path / "ct2")
     cfg = SearchConfig(beam=1, lenpen=0.0, max_len_a=1.0, max_len_b=5)
     ours = Translator(ckpt, cfg).translate_chunk(sample_lines)
@@ -221,7 +242,7 @@ def test_export_output_folder_rules(tiny_bpe, ctranslate2, tmp_path):
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe)
     (tmp_path / "empty").mkdir()
     result = export_ctranslate2(ckpt, tmp_path / "empty")
-    assert (tmp_path / "empty" / "model.bin").exists() and result.vocab_size == Tokenizer.from_file(tiny_bpe).vocab_size
+    assert (tmp_path / "empty" / "model.bin").exists() and result.vocab_size == BpeTokenizer.from_file(tiny_bpe).vocab_size
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="not a folder"):
         export_ctranslate2(ckpt, tmp_path / "file", force=True)

@@ -70,7 +70,7 @@ def test_fine_tuning_on_questions_raises_their_bleu(domains):
     # The new data is encoded with the checkpoint's own BPE model, read from the checkpoint.
     ok(nmt("prepare", "--bpe", domains["base"], "--train", domains["questions"], "--valid", domains["valid"],
            "--src", "en", "--tgt", "de", "--out", root / "data-questions", "--threads", "1"))
-    assert (root / "data-questions" / "bpe.model").read_bytes() == checkpoint.load(domains["base"])["bpe_model"]
+    assert (root / "data-questions" / "bpe.model").read_bytes() == checkpoint.load(domains["base"])["tokenizer"]["source"]
     r = ok(nmt("train", "--data", root / "data-questions", "--out", root / "tuned", "--init-from", domains["base"],
                "--max-updates", TUNE_UPDATES, *TRAIN))
     assert f"fine-tuning from {domains['base']}" in r.stderr and "took its weights" in r.stderr
@@ -113,7 +113,7 @@ def test_fine_tuning_refuses_data_of_another_bpe_model(domains, tmp_path):
     ok(nmt("prepare", "--bpe", tmp_path / "other-bpe.model", "--train", domains["questions"], "--src", "en",
            "--tgt", "de", "--out", tmp_path / "data", "--threads", "1"))
     r = nmt("train", "--data", tmp_path / "data", "--out", tmp_path / "run", "--init-from", domains["base"], *TRAIN)
-    assert_user_error(r, str(tmp_path / "data" / "bpe.model"), str(domains["base"]), "nmt prepare --bpe")
+    assert_user_error(r, str(tmp_path / "data"), str(domains["base"]), "different tokenizers", "nmt prepare --bpe")
     r = nmt("train", "--data", domains["root"] / "data-statements", "--out", tmp_path / "run2",
             "--init-from", domains["base"], "--d-model", "128", *TRAIN)
     assert_user_error(r, "d_model 64 -> 128", "architecture")

@@ -1,0 +1,280 @@
+"""SentencePiece: training (unigram and bpe) with nmt's special ids, round trips, .gz input, seeded
+sampling, two models over one table of pieces, bad models and inputs, and prepare -> train -> translate."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sentencepiece as sp_lib
+
+from conftest import TINY_TRAIN
+from nmt.errors import ConfigError, InputError
+from nmt.spm import SentencePieceTokenizer, train_sentencepiece
+from nmt.vocab import BOS, EOS, PAD, UNK
+
+WORDS = ("the cat dog sat ran on under mat house big small red green quick slow bird tree "
+         "river stone light dark water fire earth wind over into").split()
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    """`n` single-spaced sentences of 2..10 words, reproducible for `seed`."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 10))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> tuple[Path, Path, list[str], list[str]]:
+    """A plain and a gzipped input file, and their lines."""
+    d = tmp_path_factory.mktemp("spm")
+    a, b = sentences(300, 1), [s.upper() for s in sentences(300, 2)]
+    (d / "train.en").write_text("\n".join(a) + "\n", encoding="utf-8")
+    with gzip.open(d / "train.de.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(b) + "\n")
+    return d / "train.en", d / "train.de", a, b  # train.de is found as train.de.gz
+
+
+@pytest.fixture(scope="module", params=["unigram", "bpe"])
+def tokenizer(request, corpus, tmp_path_factory) -> SentencePieceTokenizer:
+    en, de, _, _ = corpus
+    out = tmp_path_factory.mktemp("m") / "spm.model"
+    return train_sentencepiece([en, de], out, vocab_size=80, model_type=request.param, threads=1)
+
+
+def test_round_trip_of_training_sentences(tokenizer, corpus):
+    lines = corpus[2][:50] + corpus[3][-50:]  # the second half came from the .gz file
+    ids = tokenizer.encode(lines)
+    assert all(ids) and all(4 <= i < tokenizer.vocab_size for seq in ids for i in seq)  # no specials, no UNK
+    assert tokenizer.decode(ids) == lines
+    assert tokenizer.encode(lines, side="target") == ids  # one joint model
+
+
+def test_special_ids_and_vocab(tokenizer):
+    assert tokenizer.vocab()[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tokenizer.pieces([PAD, UNK, BOS, EOS]) == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tokenizer.vocab_size == len(tokenizer.vocab()) == 80
+    assert tokenizer.kind == "sentencepiece"
+
+
+def test_decode_stops_at_eos_and_skips_pad_bos(tokenizer):
+    ids = tokenizer.encode(["the cat sat", "red tree"])
+    padded = [[BOS] + ids[0] + [EOS] + ids[1] + [PAD], [BOS] + ids[1] + [PAD, PAD]]
+    assert tokenizer.decode(padded) == ["the cat sat", "red tree"]
+    assert tokenizer.decode([[]]) == [""]
+    assert tokenizer.decode([]) == []
+
+
+def test_unknown_characters_are_unk(tokenizer):
+    ids = tokenizer.encode(["the € cat"])[0]
+    assert UNK in ids and tokenizer.decode([ids]) == ["the  ⁇  cat"]  # SentencePiece's " ⁇ " for UNK
+
+
+def test_model_file_is_written(tokenizer):
+    path = Path(tokenizer.name)
+    assert path.read_bytes() == tokenizer.source_bytes
+    assert SentencePieceTokenizer.from_file(path).vocab() == tokenizer.vocab()
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_training_is_reproducible(corpus, tmp_path):
+    """On one thread SentencePiece learns the same model from the same sample, byte for byte."""
+    en, de, _, _ = corpus
+    a, b, c = (train_sentencepiece([en, de], tmp_path / f"{name}.model", vocab_size=80, sample=100, seed=seed,
+                                   threads=1).source_bytes for name, seed in (("a", 7), ("b", 7), ("c", 8)))
+    assert a == b and a != c
+
+
+def test_stdout_stays_clean(corpus, tmp_path):
+    en, de, _, _ = corpus
+    code = (f"from nmt.spm import train_sentencepiece; train_sentencepiece([{str(en)!r}, {str(de)!r}], "
+            f"{str(tmp_path / 'm.model')!r}, vocab_size=60, threads=1); print('RESULT')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "RESULT\n"
+
+
+def test_too_large_vocab_warns_and_shrinks(corpus, tmp_path):
+    messages = []
+    tok = train_sentencepiece([corpus[0]], tmp_path / "m.model", vocab_size=5000, threads=1,
+                              progress=lambda p: p.message and messages.append(p.message))
+    assert tok.vocab_size < 5000
+    assert any("--vocab-size" in m for m in messages)
+
+
+@pytest.mark.parametrize("vocab_size, match", [(6, "Vocabulary size is smaller than required_chars.*--vocab-size"),
+                                               (0, "--vocab-size"), (1 << 30, "--vocab-size")])
+def test_bad_vocab_size(corpus, tmp_path, vocab_size, match):
+    with pytest.raises(InputError, match=match):
+        train_sentencepiece([corpus[0]], tmp_path / "m.model", vocab_size=vocab_size, threads=1)
+    assert not (tmp_path / "m.model").exists()
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "   \n\t\n"])
+def test_empty_input(tmp_path, content):
+    (tmp_path / "empty.txt").write_text(content)
+    with pytest.raises(InputError, match="empty"):
+        train_sentencepiece([tmp_path / "empty.txt"], tmp_path / "m.model", vocab_size=50)
+    assert not (tmp_path / "m.model").exists()
+
+
+def test_missing_input_and_bad_model_type(corpus, tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        train_sentencepiece([tmp_path / "nope.txt"], tmp_path / "m.model")
+    with pytest.raises(InputError):
+        train_sentencepiece([], tmp_path / "m.model")
+    with pytest.raises(InputError, match="unigram or bpe"):
+        train_sentencepiece([corpus[0]], tmp_path / "m.model", model_type="char")
+
+
+def test_invalid_utf8_input_names_the_line(tmp_path):
+    """A bad line surfaces as nmt's error, not as the RuntimeError SentencePiece makes of it."""
+    (tmp_path / "bad.txt").write_bytes(b"fine line\nbad \xff\xfe line\n")
+    with pytest.raises(InputError, match="UTF-8"):
+        train_sentencepiece([tmp_path / "bad.txt"], tmp_path / "m.model", vocab_size=50)
+
+
+def test_output_is_a_folder(corpus, tmp_path):
+    (tmp_path / "m.model").mkdir()
+    with pytest.raises(Exception, match="m.model") as e:
+        train_sentencepiece([corpus[0]], tmp_path / "m.model", vocab_size=50)
+    assert "Traceback" not in str(e.value)
+
+
+def foreign_model(lines: list[str]) -> bytes:
+    """A SentencePiece model with SentencePiece's own special ids (unk 0, bos 1, eos 2, no pad)."""
+    buffer = io.BytesIO()
+    sp_lib.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buffer, vocab_size=60,
+                                      hard_vocab_limit=False, minloglevel=2, num_threads=1)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["garbage", "empty", "truncated", "specials"])
+def test_corrupt_or_foreign_model_file(tokenizer, corpus, tmp_path, kind):
+    good = tokenizer.source_bytes
+    data = {"garbage": b"\n\x05hello", "empty": b"", "truncated": good[: len(good) // 2],
+            "specials": foreign_model(corpus[2])}[kind]
+    path = tmp_path / "bad.model"
+    path.write_bytes(data)
+    with pytest.raises(InputError, match="bad.model") as e:
+        SentencePieceTokenizer.from_file(path)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_model_file(tmp_path):
+    with pytest.raises(InputError, match="nmt bpe"):
+        SentencePieceTokenizer.from_file(tmp_path / "none.model")
+
+
+# -- sampling (subword regularisation) ---------------------------------------------------------------
+
+
+def test_sampling_is_seeded_and_valid(tokenizer, corpus):
+    lines = corpus[2][:100]
+    plain = tokenizer.encode(lines)
+    a = tokenizer.encode(lines, dropout=0.3, seed=(1, 0))
+    tokenizer.encode(lines[:10], dropout=0.3, seed=5)  # another call between: SentencePiece's generator is reseeded
+    b = tokenizer.encode(lines, dropout=0.3, seed=(1, 0), threads=4)  # sampling always runs on one thread
+    c = tokenizer.encode(lines, dropout=0.3, seed=(1, 1))
+    assert a == b and a != c and a != plain
+    assert tokenizer.decode(a) == tokenizer.decode(c) == lines  # every sample spells the text
+    assert tokenizer.encode(lines, dropout=0.0, seed=9) == plain
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, float("nan")])
+def test_bad_dropout(tokenizer, dropout):
+    with pytest.raises(ConfigError, match="dropout"):
+        tokenizer.encode(["the cat"], dropout=dropout)
+
+
+def test_bpe_sampling_at_high_dropout_gives_characters(corpus, tmp_path):
+    tok = train_sentencepiece([corpus[0]], tmp_path / "b.model", vocab_size=100, model_type="bpe", threads=1)
+    lines = corpus[2][:20]
+    pieces = [tok.pieces(ids) for ids in tok.encode(lines, dropout=0.999, seed=1)]
+    assert sum(len(p) for p in pieces) > 0.95 * sum(len(line.replace(" ", "")) + line.count(" ") + 1 for line in lines)
+
+
+# -- two models, one vocabulary -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_models(corpus, tmp_path_factory) -> SentencePieceTokenizer:
+    """A source model of the lower-case text and a target model of the upper-case text, with one table of
+    pieces (their union, specials first), as OPUS-MT ships them: the models' own ids differ from nmt's."""
+    en, de, _, _ = corpus
+    d = tmp_path_factory.mktemp("two")
+    source = train_sentencepiece([en], d / "source.spm", vocab_size=60, threads=1)
+    target = train_sentencepiece([de], d / "target.spm", vocab_size=70, threads=1)
+    table = ["<pad>", "<unk>", "<s>", "</s>"] + sorted((set(source.vocab()) | set(target.vocab())) - {
+        "<pad>", "<unk>", "<s>", "</s>"}, reverse=True)
+    return SentencePieceTokenizer(source.source_bytes, target.source_bytes, table, name="two")
+
+
+def test_two_models_share_the_table(two_models, corpus):
+    _, _, lower, upper = corpus
+    table = two_models.vocab()
+    assert two_models.vocab_size == len(table) > 70
+    src = two_models.encode(lower[:30], side="source")
+    tgt = two_models.encode(upper[:30], side="target")
+    for ids, line, side in ((src, lower, "source"), (tgt, upper, "target")):
+        assert two_models.decode(ids, side=side) == line[:30]
+        assert all(UNK < i < len(table) for seq in ids for i in seq)
+    own = SentencePieceTokenizer(two_models.source_bytes)  # the source model alone, with its own ids
+    assert [two_models.pieces(s) for s in src] == [own.pieces(s) for s in own.encode(lower[:30])]
+    assert src != own.encode(lower[:30])  # the table's ids, not the model's
+    # A piece the target model lacks reads as unknown on the target side.
+    only_source = next(i for i, p in enumerate(table) if i > EOS and p.islower() and len(p) > 3)
+    assert two_models.decode([[only_source]], side="target") == [" ⁇ "]
+    assert two_models.decode([[only_source]], side="source") == [table[only_source].replace("▁", " ").strip()]
+
+
+def test_two_models_sample_too(two_models, corpus):
+    lines = corpus[3][:40]
+    a = two_models.encode(lines, side="target", dropout=0.2, seed=3)
+    assert a == two_models.encode(lines, side="target", dropout=0.2, seed=3) != two_models.encode(lines, side="target")
+    assert two_models.decode(a, side="target") == lines
+
+
+def test_two_models_need_a_valid_table(two_models):
+    with pytest.raises(InputError, match="table of pieces"):
+        SentencePieceTokenizer(two_models.source_bytes, two_models.target_bytes, None, name="x")
+    for bad in (["<pad>", "<unk>"], ["<pad>", "<unk>", "<s>", "</s>", "a", "a"], ["<pad>", 1, "<s>", "</s>", "a"]):
+        with pytest.raises(InputError, match="x: the table of pieces"):
+            SentencePieceTokenizer(two_models.source_bytes, two_models.target_bytes, bad, name="x")
+
+
+def test_bad_side(tokenizer):
+    with pytest.raises(ValueError, match="side"):
+        tokenizer.encode(["a"], side="middle")
+
+
+# -- end to end ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_prepare_train_translate_with_sentencepiece(tiny_spm, tiny_corpus, tmp_path):
+    """nmt prepare --bpe SPM.model, a few updates of training, and translation, as with youtokentome."""
+    from nmt import checkpoint
+    from nmt.dataset import data_identity, load_meta, prepare, read_tokenizer
+    from nmt.search import SearchConfig
+    from nmt.train import train
+    from nmt.translate import Translator
+
+    prepare(tiny_spm, tmp_path / "data", "en", "de", tiny_corpus / "train", tiny_corpus / "valid")
+    meta = load_meta(tmp_path / "data")
+    assert meta["tokenizer"]["kind"] == "sentencepiece" and "bpe_sha256" not in meta
+    assert (tmp_path / "data" / "spm.model").read_bytes() == tiny_spm.read_bytes()
+    assert read_tokenizer(tmp_path / "data").vocab() == SentencePieceTokenizer.from_file(tiny_spm).vocab()
+    train(tmp_path / "data", tmp_path / "run", preset="tiny",
+          train_overrides={**TINY_TRAIN, "max_updates": 4, "save_interval": 2, "valid_interval": 2,
+                           "valid_bleu_sentences": 5})
+    ckpt = checkpoint.load(checkpoint.latest(tmp_path / "run"))
+    assert ckpt["tokenizer"] == {"kind": "sentencepiece", "version": 1, "source": tiny_spm.read_bytes()}
+    assert ckpt["data"] == data_identity(tmp_path / "data")
+    [t] = Translator(checkpoint.latest(tmp_path / "run"), SearchConfig(beam=2)).translate_chunk(["A man is riding a bicycle ."])
+    assert isinstance(t.text, str) and t.hypotheses
