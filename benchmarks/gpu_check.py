@@ -457,11 +457,11 @@ def check_torchrun(ctx: Context) -> Check:
     curve = read_curve(out / "log.jsonl")
     bad = curve.first_bad()
     check.table = [["device, processes, precision", "updates", "final loss", "checkpoint", "seconds"],
-                   [layout, str(saved["updates"]), fmt(curve.final() if curve.losses else None, ".3f"), str(path),
+                   [layout, str(saved.state.updates), fmt(curve.final() if curve.losses else None, ".3f"), str(path),
                     f"{ran.seconds:.0f}"]]
-    if saved["updates"] != updates or bad is not None:
+    if saved.state.updates != updates or bad is not None:
         check.status = FAIL
-        check.summary = f"checkpoint at update {saved['updates']} (expected {updates})" if bad is None else \
+        check.summary = f"checkpoint at update {saved.state.updates} (expected {updates})" if bad is None else \
             f"non-finite loss from update {bad}"
         return check
     check.status, check.summary = PASS, f"trained {updates} updates on {layout}; wrote {path.name}"

@@ -328,8 +328,8 @@ class ModelConfig:
     def validate(self) -> "ModelConfig":
         check_fields(self)
         if self.d_model % self.n_heads:
-            raise ConfigError(f"--d-model {self.d_model} is not divisible by --heads {self.n_heads}; "
-                              "pick values that divide")
+            raise ConfigError(f"{flag_of(ModelConfig, 'd_model')} {self.d_model} is not divisible by "
+                              f"{flag_of(ModelConfig, 'n_heads')} {self.n_heads}; pick values that divide")
         return self
 
 
@@ -381,8 +381,8 @@ class TrainConfig:
     def validate(self) -> "TrainConfig":
         check_fields(self)
         if self.patience and not self.valid_bleu_sentences:
-            raise ConfigError("--patience counts validations without a BLEU improvement; "
-                              "it needs --valid-bleu-sentences above 0")
+            raise ConfigError(f"{flag_of(TrainConfig, 'patience')} counts validations without a BLEU improvement; "
+                              f"it needs {flag_of(TrainConfig, 'valid_bleu_sentences')} above 0")
         return self
 
 
@@ -412,7 +412,8 @@ class SearchConfig:
     def validate(self) -> "SearchConfig":
         check_fields(self)
         if not self.sampling and self.nbest > self.beam:
-            raise ConfigError(f"--nbest {self.nbest} must be between 1 and --beam {self.beam}")
+            raise ConfigError(f"{flag_of(SearchConfig, 'nbest')} {self.nbest} must be between 1 and "
+                              f"{flag_of(SearchConfig, 'beam')} {self.beam}")
         return self
 
 
@@ -456,7 +457,8 @@ class FilterConfig:
     def validate(self) -> "FilterConfig":
         check_fields(self)  # NaN max_ratio would silently disable the filter
         if self.max_len < self.min_len:
-            raise ConfigError(f"--max-len {self.max_len} is below --min-len {self.min_len}; raise --max-len")
+            max_len, min_len = flag_of(FilterConfig, "max_len"), flag_of(FilterConfig, "min_len")
+            raise ConfigError(f"{max_len} {self.max_len} is below {min_len} {self.min_len}; raise {max_len}")
         return self
 
 

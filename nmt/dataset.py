@@ -36,6 +36,7 @@ import numpy as np
 from nmt.config import INT_MAX, FilterConfig, check_range
 from nmt.errors import ConfigError, DataError, InputError
 from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_text
+from nmt.identity import DataIdentity
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.tokenizer import (FILE_NAMES, YOUTOKENTOME, Tokenizer, digest, from_file, identity_of, load_tokenizer,
                            read_files, save_files)
@@ -561,12 +562,13 @@ def read_tokenizer(data_dir: Path) -> Tokenizer:
         raise DataError(f"{e}; run `nmt prepare` again") from None
 
 
-def data_identity(data_dir: Path) -> dict:
+def data_identity(data_dir: Path) -> DataIdentity:
     """What a checkpoint remembers of its data, to refuse resuming on other data."""
     meta = load_meta(data_dir)
     record = _tokenizer_record(Path(data_dir), meta)
     tokenizer = identity_of(record["kind"], record["sha256"]) if record else {"bpe_sha256": meta["bpe_sha256"]}
-    return {"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"], **tokenizer}
+    return DataIdentity.from_dict({"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"],
+                                   **tokenizer}, str(Path(data_dir) / "meta.json"))
 
 
 class ParallelDataset:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 from nmt import checkpoint
+from nmt.config import to_dict
 from nmt.errors import ConfigError, InputError
 from nmt.progress import ProgressFn, ignore
 from nmt.search import Hypothesis, SearchConfig, length_penalty, max_lengths
@@ -113,7 +114,7 @@ def _converter_class() -> type:
 
         def __init__(self, model_path: Path):
             self.model_path = model_path
-            self.checkpoint: Optional[dict[str, Any]] = None
+            self.checkpoint: Optional[checkpoint.Checkpoint] = None
 
         def _load(self) -> TransformerSpec:
             # Loaded here, not in __init__: convert checks its output folder first, as CTranslate2's own converters do.
@@ -123,11 +124,11 @@ def _converter_class() -> type:
     return NmtConverter
 
 
-def build_spec(ckpt: dict[str, Any], path: Path | str = "checkpoint") -> TransformerSpec:
+def build_spec(ckpt: checkpoint.Checkpoint, path: Path | str = "checkpoint") -> TransformerSpec:
     """The checkpoint's model as a `ctranslate2.specs.TransformerSpec`, nmt's vocabulary registered on both sides."""
-    model = checkpoint.build_model(ckpt, path)
+    model = ckpt.build_model(path)
     _check_exportable(model.cfg)
-    tokenizer = load_tokenizer(ckpt["tokenizer"], str(path))
+    tokenizer = load_tokenizer(ckpt.tokenizer, str(path))
     if tokenizer.vocab_size != model.cfg.vocab_size:
         raise InputError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
                          f"{model.cfg.vocab_size}; the checkpoint is inconsistent")
@@ -254,7 +255,7 @@ def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[s
     except OSError as e:  # disk full, read-only folder: the user's to fix, not a bug
         raise InputError(f"{out_dir}: cannot write the export ({e.strerror or e}); "
                          "free disk space or choose a writable folder") from e
-    vocab_size = int(converter.checkpoint["model_config"]["vocab_size"])  # = the BPE vocabulary (build_spec checks)
+    vocab_size = converter.checkpoint.model_config.vocab_size  # = the tokenizer's vocabulary (build_spec checks)
     return ExportResult(out_dir, vocab_size, quantization, _megabytes(out_dir))
 
 
@@ -318,12 +319,12 @@ def _one_line(e: Exception) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def _write_nmt_files(model_dir: Path, ckpt: dict[str, Any], model_path: Path, quantization: Optional[str]) -> None:
+def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: Path, quantization: Optional[str]) -> None:
     """What `CTranslate2Translator` needs besides the model: the tokenizer and how the export maps nmt's ids."""
-    tokenizer = save_files(ckpt["tokenizer"], model_dir)
+    tokenizer = save_files(ckpt.tokenizer, model_dir)
     meta = {
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "checkpoint": str(model_path),
-        "model_config": ckpt["model_config"], "data": ckpt["data"], "updates": ckpt.get("updates"),
+        "model_config": to_dict(ckpt.model_config), "data": ckpt.data.to_dict(), "updates": ckpt.state.updates,
         "quantization": quantization, "special_tokens": {tok: i for i, tok in SPECIAL_TOKENS.items()},
         "source_ends_with": SPECIAL_TOKENS[EOS], "decoder_start": SPECIAL_TOKENS[BOS],
         "tokenizer": tokenizer,  # kind, files, sha256 (none in exports made before SentencePiece: bpe.model)

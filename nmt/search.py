@@ -20,15 +20,10 @@ from typing import Callable, Optional, Protocol, Sequence
 import torch
 from torch import Tensor
 
-from nmt.config import INT_MAX, MAX_BEAM, check_range
-from nmt.errors import ConfigError
+from nmt.config import SearchConfig, choices_of
 from nmt.vocab import BOS, EOS, PAD
 
-LENPEN_TYPES = ("gnmt", "power")
-# Sanity caps. |alpha| <= 10 keeps ((5 + len) / 6)^alpha and len^alpha finite for any length a model
-# can emit; an output limit of 1000 tokens per source token is beyond any model's positions already.
-MAX_LENPEN = 10.0
-MAX_LEN_A = 1000.0
+LENPEN_TYPES = choices_of(SearchConfig, "lenpen_type")
 
 
 class State(Protocol):
@@ -55,37 +50,6 @@ class Hypothesis:
     tokens: list[int]  # generated ids, without BOS and EOS
     score: float  # log_prob / length_penalty: what beam search ranks by
     log_prob: float  # sum of token log-probabilities, EOS included
-
-
-@dataclass
-class SearchConfig:
-    beam: int = 4
-    lenpen: float = 0.6  # alpha; 0 disables length normalisation
-    lenpen_type: str = "gnmt"  # gnmt: ((5 + len) / 6)^alpha; power: len^alpha (fairseq, Marian, CTranslate2)
-    max_len_a: float = 1.5  # output length limit: a * source_length + b (BPE tokens, EOS excluded)
-    max_len_b: int = 10
-    nbest: int = 1  # hypotheses per sentence: the best of the beam, or independent samples
-    sampling: bool = False  # draw the next token at random instead of searching (back-translation)
-    topk: int = 0  # sampling: among the k likeliest tokens only; 0: all
-    topp: float = 1.0  # sampling: among the likeliest tokens whose probability reaches p (nucleus)
-    temperature: float = 1.0  # sampling: divides the log-probabilities; < 1 sharper, > 1 flatter
-    seed: int = 1  # sampling: with the line number, seeds each line's draws
-
-    def validate(self) -> "SearchConfig":
-        check_range("--beam", self.beam, 1, MAX_BEAM)
-        check_range("--nbest", self.nbest, 1, MAX_BEAM)
-        if not self.sampling and not 1 <= self.nbest <= self.beam:
-            raise ConfigError(f"--nbest {self.nbest} must be between 1 and --beam {self.beam}")
-        if self.lenpen_type not in LENPEN_TYPES:
-            raise ConfigError(f"--lenpen-type {self.lenpen_type!r}: use one of {', '.join(LENPEN_TYPES)}")
-        check_range("--lenpen", self.lenpen, -MAX_LENPEN, MAX_LENPEN)
-        check_range("--max-len-a", self.max_len_a, 0.0, MAX_LEN_A)
-        check_range("--max-len-b", self.max_len_b, 0, INT_MAX)
-        check_range("--topk", self.topk, 0, INT_MAX)  # 0: all tokens
-        check_range("--topp", self.topp, 0.0, 1.0, low_open=True)
-        check_range("--temperature", self.temperature, 0.0, low_open=True)
-        check_range("--seed", self.seed, 0, INT_MAX)
-        return self
 
 
 def length_penalty(length: Tensor | float, alpha: float, kind: str = "gnmt") -> Tensor | float:

@@ -255,7 +255,7 @@ def model_info(paths: list, translator: Translator) -> ModelInfo:
                 digest.update(block)
     search = {k: v for k, v in dataclasses.asdict(translator.search_cfg).items()
               if k in ("beam", "lenpen", "lenpen_type", "max_len_a", "max_len_b", "nbest")}
-    return ModelInfo(" + ".join(Path(p).name for p in paths), translator.data["src"], translator.data["tgt"],
+    return ModelInfo(" + ".join(Path(p).name for p in paths), *translator.languages,
                      digest.hexdigest(), search)
 
 

@@ -28,6 +28,7 @@ from typing import Iterable, Optional, Protocol, Sequence, Union, runtime_checka
 from nmt.bpe import KIND as YOUTOKENTOME, BpeTokenizer, train_bpe
 from nmt.errors import ConfigError, InputError
 from nmt.files import atomic_write
+from nmt.identity import tokenizer_identity
 from nmt.progress import ProgressFn, ignore
 from nmt.spm import KIND as SENTENCEPIECE, MODEL_TYPES, SentencePieceTokenizer, train_sentencepiece
 
@@ -158,11 +159,8 @@ def identity(data: dict, name: str = "embedded tokenizer") -> dict:
 
 
 def identity_of(kind: str, sha256: str) -> dict:
-    """`identity` from a kind and a digest. For youtokentome the key stores and checkpoints have always
-    had ("bpe_sha256"), so that older ones still match."""
-    if kind == YOUTOKENTOME:
-        return {"bpe_sha256": sha256}
-    return {"tokenizer": kind, "tokenizer_sha256": sha256}
+    """`identity` from a kind and a digest (nmt.identity's record of a tokenizer)."""
+    return tokenizer_identity(kind, sha256)
 
 
 def file_names(data: dict) -> dict[str, str]:

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Union
 
 from nmt import checkpoint
-from nmt.config import ModelConfig, Overrides, TrainConfig, from_dict, from_preset, overrides, to_dict
-from nmt.dataset import data_identity
+from nmt.config import ModelConfig, Overrides, TrainConfig, from_preset, overrides, to_dict
+from nmt.dataset import DataIdentity, data_identity
 from nmt.distributed import Comm, StopSignal, process_group, spawn, torchrun_env, workers
 from nmt.errors import ConfigError, TrainingInterrupted
 from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.tokenizer import identity as tokenizer_identity
 from nmt.trainer import Trainer, TrainResult
 
 
@@ -39,7 +38,7 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     Newer checkpoints that cannot resume (a crash truncated them) are set aside, with a warning.
     """
     identity = data_identity(data_dir)
-    model_given = overrides(ModelConfig, model) | Overrides(ModelConfig, {"vocab_size": identity["vocab_size"]})
+    model_given = overrides(ModelConfig, model) | Overrides(ModelConfig, {"vocab_size": identity.vocab_size})
     train_given = overrides(TrainConfig, train)
     resume, ckpt, notes = checkpoint.latest_resumable(out_dir)
     for note in notes:
@@ -49,12 +48,15 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     if resume is None:
         return (*from_preset(preset or "base", model_given, train_given), None)
 
-    if ckpt["data"] != identity:
-        raise ConfigError(f"{out_dir} holds a run on other data ({ckpt['data']['src']}-{ckpt['data']['tgt']}, "
-                          f"tokenizer {(ckpt['data'].get('bpe_sha256') or ckpt['data'].get('tokenizer_sha256', ''))[:12]}); "
-                          "use a new --out or the same --data")
-    stored_model = from_dict(ModelConfig, ckpt["model_config"], str(resume))
-    stored_train = from_dict(TrainConfig, ckpt["train_config"], str(resume))
+    assert ckpt is not None
+    if ckpt.data != identity:
+        raise ConfigError(f"{out_dir} holds a run on other data ({ckpt.data.direction}, tokenizer "
+                          f"{ckpt.data.tokenizer_sha256[:12]}); use a new --out or the same --data")
+    init_from = train_given.get("init_from")
+    if init_from and init_from != ckpt.train_config.init_from:
+        raise ConfigError(f"{out_dir} holds a run (at update {ckpt.state.updates}) that did not start from --init-from "
+                          f"{init_from}; use a new --out to fine-tune, or drop --init-from to resume that run")
+    stored_model, stored_train = ckpt.model_config, ckpt.train_config
     if preset is not None:
         model_cfg, train_cfg = from_preset(preset, model_given, train_given)
     else:
@@ -71,23 +73,27 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
 FINE_TUNING_MODEL_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
 
 
-def plan_fine_tuning(data_dir: Path, identity: dict, preset: Optional[str], model: Overrides[ModelConfig],
+def plan_fine_tuning(data_dir: Path, identity: DataIdentity, preset: Optional[str], model: Overrides[ModelConfig],
                      train: Overrides[TrainConfig]) -> tuple[ModelConfig, TrainConfig]:
     """Configs of a new run that starts from checkpoint `init_from`: its architecture (dropout may change),
     and its training recipe (or --preset's) with the options given now. The data must be encoded with
-    the checkpoint's BPE model."""
+    the checkpoint's tokenizer, and go in the checkpoint's direction."""
     init = Path(train.get("init_from"))
     ckpt = checkpoint.load(init)
-    if not tokenizer_identity(ckpt["tokenizer"], str(init)).items() <= identity.items():
+    if (ckpt.data.tokenizer, ckpt.data.tokenizer_sha256) != (identity.tokenizer, identity.tokenizer_sha256):
         raise ConfigError(f"{data_dir} and {init} use different tokenizers (vocabularies); encode the "
                           f"new data with the checkpoint's: nmt prepare --bpe {init} ...")
-    stored = from_dict(ModelConfig, ckpt["model_config"], str(init))
+    if ckpt.languages != (identity.src, identity.tgt):
+        raise ConfigError(f"--init-from {init} translates {ckpt.data.direction}, but {data_dir} is "
+                          f"{identity.direction}; fine-tune on data of the model's direction (nmt prepare --src "
+                          f"{ckpt.data.src} --tgt {ckpt.data.tgt})")
+    stored = ckpt.model_config
     differ = [f"{k} {getattr(stored, k)} -> {v}" for k, v in model.values.items()
               if k not in FINE_TUNING_MODEL_FIELDS and getattr(stored, k) != v]
     if differ:
         raise ConfigError(f"--init-from {init}: the options change its architecture ({'; '.join(differ)}); "
                           "drop them (only the dropouts can change when fine-tuning)")
-    base = from_preset(preset)[1] if preset else from_dict(TrainConfig, ckpt["train_config"], str(init))
+    base = from_preset(preset)[1] if preset else ckpt.train_config
     return model.only(*FINE_TUNING_MODEL_FIELDS).apply(stored), train.apply(base)
 
 

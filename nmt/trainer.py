@@ -26,12 +26,13 @@ import torch.distributed as dist
 from torch import Tensor
 
 from nmt import checkpoint
+from nmt.checkpoint import TrainState
 from nmt.batching import collate, group_updates, make_batches, shard
-from nmt.config import ModelConfig, TrainConfig, to_dict, to_toml
+from nmt.config import ModelConfig, TrainConfig, to_toml
 from nmt.dataset import ParallelDataset, data_identity, read_tokenizer
 from nmt.device import autocast, make_scaler, precision_warning, resolve_precision
 from nmt.distributed import Comm, StopSignal
-from nmt.errors import CheckpointError, ConfigError, DataError, TrainingDiverged, TrainingInterrupted
+from nmt.errors import ConfigError, DataError, TrainingDiverged, TrainingInterrupted
 from nmt.files import atomic_write
 from nmt.loss import Workspace, label_smoothed_loss, projected_loss
 from nmt.model import Transformer, count_parameters
@@ -142,33 +143,6 @@ def open_tensorboard(log_dir: Path) -> Any:
 
 
 @dataclass
-class TrainState:
-    """The run's progress: what a checkpoint stores and a resume restores, besides the model, the
-    optimiser, the loss scaler and the random generators. Saved as plain data, field by field."""
-
-    updates: int = 0
-    epoch: int = 0
-    position: int = 0  # the next update group within the epoch
-    valid_loss: Optional[float] = None
-    valid_bleu: Optional[float] = None
-    best_bleu: Optional[float] = None
-    bad_validations: int = 0  # validations since the best BLEU (for --patience)
-    lr_offset: int = 0  # fine-tuning with the schedule kept: the updates of the run it started from
-    elapsed: float = 0.0  # seconds of the run so far, over every session (for --max-time and --lr-tail)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_checkpoint(cls, ckpt: dict[str, Any], path: Path) -> "TrainState":
-        missing = [k for k in ("updates", "epoch", "position") if k not in ckpt]
-        if missing:
-            raise CheckpointError(f"{path}: a training checkpoint without {', '.join(missing)}; it is damaged; "
-                                  "move it out of the run folder to resume from the one before")
-        return cls(**{f.name: ckpt[f.name] for f in dataclasses.fields(cls) if f.name in ckpt})
-
-
-@dataclass
 class Session:
     """What this process tracks of the run beside `TrainState`: rebuilt at every start, so not saved."""
 
@@ -232,14 +206,14 @@ class Trainer:
 
     def restore(self, path: Path) -> None:
         ckpt = checkpoint.load(path, map_location=self.device)
-        self.module.load_state_dict(ckpt["model"])
-        if "optimizer" not in ckpt:
+        if ckpt.resumable is None:
             raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) cannot resume training; move it out of {self.out_dir}")
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        if ckpt.get("scaler") and self.scaler.is_enabled():  # a disabled scaler saves {}
-            self.scaler.load_state_dict(ckpt["scaler"])
-        self.state = TrainState.from_checkpoint(ckpt, path)
-        self.restore_rng(ckpt)
+        self.module.load_state_dict(ckpt.weights)
+        self.optimizer.load_state_dict(ckpt.resumable.optimizer)
+        if ckpt.resumable.scaler and self.scaler.is_enabled():  # a disabled scaler saves {}
+            self.scaler.load_state_dict(ckpt.resumable.scaler)
+        self.state = ckpt.state
+        self.restore_rng(ckpt.resumable.rng)
         best = self.out_dir / checkpoint.BEST_NAME
         self.session = Session(started=time.monotonic() - self.state.elapsed, saved_at=self.state.updates,
                                last_path=path, best_path=best if best.is_file() else None)
@@ -248,19 +222,19 @@ class Trainer:
         """Fine-tuning: this new run's weights (and, unless reset, Adam's moments and the position in the
         learning-rate schedule) from another run's checkpoint. Returns what was taken, for the log."""
         ckpt = checkpoint.load(path, map_location=self.device)
-        checkpoint.check_weights(ckpt["model"], path)
-        self.module.load_state_dict(ckpt["model"])
+        checkpoint.check_weights(ckpt.weights, path)
+        self.module.load_state_dict(ckpt.weights)
         taken = ["weights"]
         if not self.cfg.reset_optimizer:
-            if "optimizer" not in ckpt:
+            if ckpt.resumable is None:
                 raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) has no optimizer state to keep; "
                                   "drop --no-reset-optimizer, or start from a step checkpoint")
-            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.optimizer.load_state_dict(ckpt.resumable.optimizer)
             taken.append("optimizer state")
         if not self.cfg.reset_lr_scheduler:
-            self.state.lr_offset = int(ckpt["updates"]) + int(ckpt.get("lr_offset", 0))
+            self.state.lr_offset = ckpt.state.updates + ckpt.state.lr_offset
             taken.append(f"learning-rate schedule (at update {self.state.lr_offset})")
-        return f"fine-tuning from {path} (update {ckpt['updates']} of its run): took its {', '.join(taken)}"
+        return f"fine-tuning from {path} (update {ckpt.state.updates} of its run): took its {', '.join(taken)}"
 
     def learning_rate(self, update: int, elapsed: float = 0.0) -> float:
         """The learning rate of update `update` (1-based), `elapsed` seconds into the run."""
@@ -270,9 +244,8 @@ class Trainer:
         progress = max((update - 1) / cfg.max_updates, elapsed / cfg.max_time if cfg.max_time > 0 else 0.0)
         return base * tail_factor(cfg.lr_tail, progress, cfg.lr_tail_share)
 
-    def restore_rng(self, ckpt: dict) -> None:
+    def restore_rng(self, per_rank: list[dict]) -> None:
         """Each rank continues its own random streams, so a resumed run draws the dropout masks it would have."""
-        per_rank = ckpt.get("rng_ranks") or [ckpt["rng"]]
         rank, world = self.comm.rank, self.comm.world
         if len(per_rank) == world:
             set_rng_state(per_rank[rank], self.device)
@@ -284,17 +257,13 @@ class Trainer:
         self.progress(Progress("train", message=f"note: the checkpoint was written by {len(per_rank)} process(es), "
                                f"this run has {world}: dropout masks differ from an uninterrupted run"))
 
-    def payload(self, rngs: list[dict]) -> dict:
-        """The checkpoint: configs, data identity, tokenizer, weights, optimiser, scaler, each rank's random
-        generators and the `TrainState` fields."""
-        payload = {
-            "model_config": to_dict(self.model_cfg), "train_config": to_dict(self.cfg), "data": self.identity,
-            "tokenizer": self.tokenizer.to_data(), "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(), "rng": rngs[0], **self.state.to_dict(),
-        }
-        if len(rngs) > 1:
-            payload["rng_ranks"] = rngs
-        return payload
+    def as_checkpoint(self, rngs: list[dict]) -> checkpoint.Checkpoint:
+        """This run as a checkpoint: configs, data identity, tokenizer, weights, the `TrainState`, and what
+        resuming needs (optimiser, scaler, each rank's random generators)."""
+        return checkpoint.Checkpoint(
+            self.model_cfg, self.cfg, self.identity, self.tokenizer.to_data(), self.module.state_dict(),
+            dataclasses.replace(self.state),
+            checkpoint.Resumable(self.optimizer.state_dict(), self.scaler.state_dict(), rngs))
 
     def save(self, best: bool = False) -> Path:
         """A step checkpoint (or checkpoint_best.pt); every rank must call it, rank 0 writes."""
@@ -302,7 +271,7 @@ class Trainer:
         self.state.elapsed = self.session.elapsed()
         path = self.out_dir / (checkpoint.BEST_NAME if best else checkpoint.STEP_NAME.format(self.state.updates))
         if self.is_main:
-            checkpoint.save(path, self.payload(rngs))
+            checkpoint.save(path, self.as_checkpoint(rngs))
             if not best:
                 checkpoint.prune(self.out_dir, self.cfg.keep_last)
             self.progress(Progress("train", message=f"saved {path}"))

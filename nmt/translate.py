@@ -13,7 +13,7 @@ import torch
 from nmt import checkpoint
 from nmt.attention import AttentionMaps, alignments, attention_maps
 from nmt.config import INT_MAX, check_range
-from nmt.config import InferenceConfig, Overrides, SearchConfig, overrides
+from nmt.config import InferenceConfig, Overrides, Precision, SearchConfig, overrides
 from nmt.device import precision_warning, resolve_precision, select_device
 from nmt.ensemble import Ensemble
 from nmt.errors import ConfigError, InputError, os_error_message
@@ -41,22 +41,26 @@ class Translator:
     the tokenizer (and so the vocabulary).
     """
 
-    def __init__(self, model_path: Path | Sequence[Path], search_cfg: SearchConfig = SearchConfig(),
-                 device: str = "cpu", max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
-                 precision: str = "fp32", pack: bool = True):
-        self.search_cfg = search_cfg.validate()
+    def __init__(self, model_path: Path | Sequence[Path],
+                 search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(), device: str = "cpu",
+                 max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
+                 precision: Precision | str = Precision.FP32, pack: bool = True):
+        """`search_cfg`: the search, or the options given (Overrides) over the model's own defaults (an
+        imported model brings some) and nmt's."""
         check_range("--max-tokens", max_tokens, 1, INT_MAX)
         check_range("--batch-size", max_sentences, 1, INT_MAX)
         self.device = torch.device(device)
         precision = resolve_precision(precision, self.device)
         paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
         ckpts = [checkpoint.load(p) for p in paths]
-        check_same_vocabulary(ckpts, paths)
-        models = [prepare_model(checkpoint.build_model(c, p), precision, self.device, pack=pack) for c, p in zip(ckpts, paths)]
+        check_models_fit(ckpts, paths)
+        self.search_cfg = (search_cfg.validate() if isinstance(search_cfg, SearchConfig)
+                           else search_cfg.apply(ckpts[0].search.apply()))
+        models = [prepare_model(c.build_model(p), precision, self.device, pack=pack) for c, p in zip(ckpts, paths)]
         self.model = models[0] if len(models) == 1 else Ensemble(models)
         self.precision = precision
-        self.tokenizer = load_tokenizer(ckpts[0]["tokenizer"], str(paths[0]))
-        self.data = ckpts[0]["data"]
+        self.tokenizer = load_tokenizer(ckpts[0].tokenizer, str(paths[0]))
+        self.languages = ckpts[0].languages
         self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
@@ -67,7 +71,7 @@ class Translator:
              progress: ProgressFn = ignore) -> "Translator":
         """The translator of `translate`, `eval` and `serve`: the options the user gave (`search`,
         `inference`) over the defaults; a precision that is slow here is warned about on `progress`."""
-        search_cfg = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search).apply()
+        search_cfg = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search)
         options = inference if isinstance(inference, InferenceConfig) else overrides(InferenceConfig, inference).apply()
         device = select_device(options.gpus)
         warning = precision_warning(options.requested_precision, device)
@@ -130,12 +134,16 @@ class Translator:
             seen += len(chunk)
 
 
-def check_same_vocabulary(ckpts: list[dict], paths: list[Path]) -> None:
-    """An ensemble's models must share the tokenizer: the same ids must mean the same pieces."""
+def check_models_fit(ckpts: list[checkpoint.Checkpoint], paths: list[Path]) -> None:
+    """An ensemble's models must share the tokenizer (the same ids must mean the same pieces) and the
+    direction (the same source and target languages)."""
     for ckpt, path in zip(ckpts[1:], paths[1:]):
-        if ckpt["tokenizer"] != ckpts[0]["tokenizer"]:
+        if ckpt.tokenizer != ckpts[0].tokenizer:
             raise ConfigError(f"{path} and {paths[0]} use different tokenizers (vocabularies); an ensemble needs "
                               "models trained on data prepared with the same `nmt bpe` model")
+        if ckpt.languages != ckpts[0].languages:
+            raise ConfigError(f"{path} translates {ckpt.data.direction} but {paths[0]} {ckpts[0].data.direction}; "
+                              "an ensemble needs models of one direction")
 
 
 def encode_lines(tokenizer: Tokenizer, lines: list[str], max_positions: int, first_line: int = 0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import random
@@ -31,24 +32,26 @@ def steps(tiny_run) -> list[Path]:
 def test_average_is_elementwise_mean(steps, tmp_path):
     a, b, c = (checkpoint.load(p) for p in steps)
     avg = checkpoint.average(steps)
-    assert set(avg["model"]) == set(a["model"])
+    assert set(avg.weights) == set(a.weights)
     differs = 0
-    for k, v in avg["model"].items():
-        expected = (a["model"][k].double() + b["model"][k].double() + c["model"][k].double()) / 3
-        assert v.dtype == a["model"][k].dtype and v.shape == a["model"][k].shape, k
+    for k, v in avg.weights.items():
+        expected = (a.weights[k].double() + b.weights[k].double() + c.weights[k].double()) / 3
+        assert v.dtype == a.weights[k].dtype and v.shape == a.weights[k].shape, k
         torch.testing.assert_close(v.double(), expected, atol=1e-6, rtol=0)
-        differs += not torch.equal(a["model"][k], c["model"][k])
+        differs += not torch.equal(a.weights[k], c.weights[k])
     assert differs > 0  # the checkpoints really differ, so the mean is not trivially any of them
     # Everything needed for inference is kept, from the first checkpoint.
-    for key in ("model_config", "train_config", "data", "tokenizer"):
-        assert avg[key] == a[key], key
-    assert avg["averaged"] == [str(p) for p in steps]
-    assert "optimizer" not in avg  # an inference checkpoint
+    for key in ("model_config", "train_config", "data", "tokenizer", "state"):
+        assert getattr(avg, key) == getattr(a, key), key
+    assert avg.averaged == [str(p) for p in steps]
+    assert avg.resumable is None  # an inference checkpoint
 
     out = tmp_path / "averaged.pt"
     checkpoint.save(out, avg)
-    loaded = checkpoint.load(out)
-    assert loaded["format"] == checkpoint.FORMAT and loaded["version"] == checkpoint.VERSION
+    stored = torch.load(out, weights_only=True)
+    assert stored["format"] == checkpoint.FORMAT and stored["version"] == checkpoint.VERSION
+    assert "optimizer" not in stored and stored["averaged"] == [str(p) for p in steps]
+    assert checkpoint.load(out).averaged == avg.averaged
     translator = Translator(out, SearchConfig(beam=2))
     [t] = translator.translate_chunk(["A man is riding a bicycle."])
     assert isinstance(t.text, str)
@@ -57,10 +60,10 @@ def test_average_is_elementwise_mean(steps, tmp_path):
 def test_average_of_one_is_identity(steps):
     one = checkpoint.load(steps[1])
     avg = checkpoint.average([steps[1]])
-    assert set(avg["model"]) == set(one["model"])
-    for k, v in avg["model"].items():
-        assert v.dtype == one["model"][k].dtype
-        assert torch.equal(v, one["model"][k]), k
+    assert set(avg.weights) == set(one.weights)
+    for k, v in avg.weights.items():
+        assert v.dtype == one.weights[k].dtype
+        assert torch.equal(v, one.weights[k]), k
 
 
 def test_average_of_nothing_is_an_input_error():
@@ -68,27 +71,28 @@ def test_average_of_nothing_is_an_input_error():
         checkpoint.average([])
 
 
-@pytest.mark.parametrize("change", ["model_config", "tokenizer"])
-def test_average_refuses_mismatched_checkpoints(steps, tmp_path, change):
+@pytest.mark.parametrize("change, words", [("model_config", "model config"), ("tokenizer", "tokenizer"),
+                                           ("data", "data (de-en vs en-de)")])
+def test_average_refuses_mismatched_checkpoints(steps, tmp_path, change, words):
     other = checkpoint.load(steps[0])
-    other.pop("format"), other.pop("version")
     if change == "model_config":
-        other["model_config"] = {**other["model_config"], "dropout": 0.3}
-    else:
-        other["tokenizer"] = {**other["tokenizer"], "source": other["tokenizer"]["source"] + b"\n"}
+        other.model_config = dataclasses.replace(other.model_config, dropout=0.3)
+    elif change == "tokenizer":
+        other.tokenizer = {**other.tokenizer, "source": other.tokenizer["source"] + b"\n"}
+    else:  # a model of the other direction over the same vocabulary
+        other.data = dataclasses.replace(other.data, src=other.data.tgt, tgt=other.data.src)
     odd = tmp_path / "odd.pt"
     checkpoint.save(odd, other)
     with pytest.raises(CheckpointError) as e:
         checkpoint.average([steps[1], odd])
-    assert str(odd) in str(e.value)
+    assert str(odd) in str(e.value) and words in str(e.value)
 
 
 def test_average_refuses_other_architecture(steps, tmp_path):
     """A checkpoint of a differently shaped model must not be averaged (nor crash with a shape error)."""
     other = checkpoint.load(steps[0])
-    other.pop("format"), other.pop("version")
-    other["model_config"] = {**other["model_config"], "d_model": 32, "d_ff": 64}
-    other["model"] = {k: v[..., :1].clone() for k, v in other["model"].items()}
+    other.model_config = dataclasses.replace(other.model_config, d_model=32, d_ff=64)
+    other.weights = {k: v[..., :1].clone() for k, v in other.weights.items()}
     odd = tmp_path / "small.pt"
     checkpoint.save(odd, other)
     with pytest.raises(CheckpointError):
@@ -119,18 +123,18 @@ def test_save_is_atomic(steps, tmp_path, monkeypatch, exc):
         assert str(path) in str(raised.value) and "No space left on device" in str(raised.value)
 
     assert path.read_bytes() == before
-    assert checkpoint.load(path)["updates"] == payload["updates"]
+    assert checkpoint.load(path).state.updates == payload.state.updates
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]  # no temporary file left
 
 
-def test_save_failure_leaves_no_file_when_none_existed(tmp_path, monkeypatch):
+def test_save_failure_leaves_no_file_when_none_existed(tiny_checkpoint, tmp_path, monkeypatch):
     def failing_save(obj, f, *args, **kwargs):
         f.write(b"partial")
         raise RuntimeError("boom")
 
     monkeypatch.setattr(torch, "save", failing_save)
     with pytest.raises(RuntimeError):
-        checkpoint.save(tmp_path / "new.pt", {"model": {}})
+        checkpoint.save(tmp_path / "new.pt", checkpoint.load(tiny_checkpoint))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -238,7 +242,7 @@ def test_load_never_runs_pickled_code(tmp_path, writer):
 
 
 def test_load_wrong_version(tiny_checkpoint, tmp_path):
-    ckpt = checkpoint.load(tiny_checkpoint)
+    ckpt = torch.load(tiny_checkpoint, weights_only=True)
     ckpt["version"] = checkpoint.VERSION + 1
     path = tmp_path / "future.pt"
     torch.save(ckpt, path)
@@ -248,7 +252,7 @@ def test_load_wrong_version(tiny_checkpoint, tmp_path):
 
 
 def test_load_missing_keys(tiny_checkpoint, tmp_path):
-    ckpt = checkpoint.load(tiny_checkpoint)
+    ckpt = torch.load(tiny_checkpoint, weights_only=True)
     del ckpt["tokenizer"]
     path = tmp_path / "damaged.pt"
     torch.save(ckpt, path)
@@ -257,21 +261,48 @@ def test_load_missing_keys(tiny_checkpoint, tmp_path):
     assert str(path) in str(e.value) and "tokenizer" in str(e.value)
 
 
-def test_load_round_trip_keeps_everything(tiny_checkpoint):
+def test_load_round_trip_keeps_everything(tiny_checkpoint, tmp_path):
     ckpt = checkpoint.load(tiny_checkpoint)
-    for key in checkpoint.INFERENCE_KEYS + ("optimizer", "rng", "position"):
-        assert key in ckpt, key
-    assert ckpt["updates"] == 30
-    model = checkpoint.build_model(ckpt, tiny_checkpoint)
+    assert ckpt.resumable is not None and ckpt.state.updates == 30 and ckpt.state.position > 0
+    assert ckpt.languages == ("en", "de")
+    model = ckpt.build_model(tiny_checkpoint)
     assert not model.training
+    checkpoint.save(tmp_path / "again.pt", ckpt)
+    again = checkpoint.load(tmp_path / "again.pt")
+    for key in ("model_config", "train_config", "data", "tokenizer", "state", "search", "averaged"):
+        assert getattr(again, key) == getattr(ckpt, key), key
+    assert all(torch.equal(again.weights[k], v) for k, v in ckpt.weights.items())
+    assert again.resumable.optimizer["param_groups"] == ckpt.resumable.optimizer["param_groups"]
 
 
 def test_build_model_with_mismatched_weights(tiny_checkpoint):
     ckpt = checkpoint.load(tiny_checkpoint)
-    ckpt["model_config"] = {**ckpt["model_config"], "d_ff": 64}
+    ckpt.model_config = dataclasses.replace(ckpt.model_config, d_ff=64)
     with pytest.raises(CheckpointError) as e:
-        checkpoint.build_model(ckpt, tiny_checkpoint)
+        ckpt.build_model(tiny_checkpoint)
     assert str(tiny_checkpoint) in str(e.value)
+
+
+@pytest.mark.parametrize("where, change, words", [
+    ("model_config", {"d_model": "512"}, "ModelConfig: d_model '512': should be a whole number"),
+    ("model_config", {"d_model": 512, "n_heads": 7}, "d_model 512 is not divisible by n_heads 7"),
+    ("train_config", {"warmpu": 3}, "unknown TrainConfig fields ['warmpu']"),
+    ("data", {"vocab_size": "1000"}, "record of the data"),
+    ("state", {"updates": "30"}, "training state updates '30': should be a whole number"),
+    ("state", {"future_field": 1}, "unknown training state fields ['future_field']"),
+    ("model", [1, 2], "its weights are a list"),
+    ("search", {"beam": 0}, "beam must be at least 1, got 0"),
+])
+def test_damaged_contents_are_named(tiny_checkpoint, tmp_path, where, change, words):
+    """A value of the wrong type or range inside a checkpoint is a one-line error naming the file and the
+    field (not an option the user never gave), never a TypeError deep inside."""
+    payload = torch.load(tiny_checkpoint, weights_only=True)
+    payload[where] = {**payload[where], **change} if isinstance(change, dict) and isinstance(payload[where], dict) else change
+    path = tmp_path / "damaged.pt"
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(path).search.apply()
+    assert str(path) in str(e.value) and words in str(e.value) and "--" not in str(e.value)
 
 
 # -- run folders -----------------------------------------------------------------------------------
@@ -369,17 +400,60 @@ def test_resolve_average_inputs_files(tmp_path):
         checkpoint.resolve_average_inputs([run, run], None)  # two folders: not files
 
 
-# -- checkpoints of version 1 (before nmt.tokenizer) ----------------------------------------------------
+# -- older versions ------------------------------------------------------------------------------------
+
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def version_1(new: Path, path: Path) -> Path:
-    """`new` as nmt wrote checkpoints before SentencePiece came: version 1, the youtokentome model's bytes
-    under "bpe_model"."""
+    """`new` as nmt wrote checkpoints at version 1: the youtokentome model's bytes under "bpe_model", the
+    TrainState fields at the top level, rank 0's generators under "rng" (the others' under "rng_ranks")."""
     ckpt = torch.load(new, weights_only=True)
     ckpt["bpe_model"] = ckpt.pop("tokenizer")["source"]
+    ckpt.update(ckpt.pop("state"))
+    ckpt.pop("elapsed"), ckpt.pop("search")
+    if "rng" in ckpt:
+        rng = ckpt["rng"]
+        ckpt["rng"] = rng[0]
+        if len(rng) > 1:
+            ckpt["rng_ranks"] = rng
     ckpt["version"] = 1
     torch.save(ckpt, path)
     return path
+
+
+def test_a_committed_version_1_checkpoint_translates_as_it_did(tmp_path):
+    """tests/data/v1-averaged.pt was written by nmt at commit cae6bc4 (checkpoint version 1), and
+    v1-averaged.beam2.de is what that nmt translated with it (beam 2, the first 5 test lines)."""
+    from conftest import SAMPLE_DIR
+
+    lines = (SAMPLE_DIR / "test.en").read_text(encoding="utf-8").splitlines()[:5]
+    assert torch.load(DATA / "v1-averaged.pt", weights_only=True)["version"] == 1
+    ckpt = checkpoint.load(DATA / "v1-averaged.pt")
+    assert ckpt.languages == ("en", "de") and ckpt.tokenizer["kind"] == "youtokentome" and ckpt.resumable is None
+    assert len(ckpt.averaged) == 2
+    translations = [t.text for t in Translator(DATA / "v1-averaged.pt", SearchConfig(beam=2)).translate_chunk(lines)]
+    assert translations == (DATA / "v1-averaged.beam2.de").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_committed_version_1_step_checkpoint_resumes(tmp_path):
+    """The run of tests/data/v1-step-00000002.pt goes on from update 2 with today's nmt, on the same data."""
+    from conftest import prepare_sample
+    from nmt.train import train
+
+    (tmp_path / "corpus").mkdir()
+    data = prepare_sample(tmp_path / "corpus", 200, 10)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint_00000002.pt").write_bytes((DATA / "v1-step-00000002.pt").read_bytes())
+    old = checkpoint.load(run / "checkpoint_00000002.pt")
+    assert old.state.updates == 2 and old.resumable is not None and len(old.resumable.rng) == 1
+    result = train(data, run, train_overrides={"max_updates": 3})
+    assert result.updates == 3
+    new = checkpoint.load(run / "checkpoint_00000003.pt")
+    assert new.model_config == old.model_config and new.resumable.optimizer["state"][0]["step"] == 3
+
+
 
 
 def test_version_1_checkpoints_still_work_everywhere(steps, tiny_data, tiny_corpus, tmp_path):
@@ -389,18 +463,20 @@ def test_version_1_checkpoints_still_work_everywhere(steps, tiny_data, tiny_corp
 
     old = version_1(steps[-1], tmp_path / "old.pt")
     loaded, new = checkpoint.load(old), checkpoint.load(steps[-1])
-    assert loaded["version"] == checkpoint.VERSION == 2 and "bpe_model" not in loaded
-    assert loaded["tokenizer"] == new["tokenizer"] and loaded["data"] == new["data"]
+    for key in ("model_config", "train_config", "data", "tokenizer"):
+        assert getattr(loaded, key) == getattr(new, key), key
+    assert dataclasses.replace(loaded.state, elapsed=new.state.elapsed) == new.state  # v1 kept no clock
+    assert len(loaded.resumable.rng) == len(new.resumable.rng) == 1
     # translate and average (an old checkpoint with a new one of the same run)
     lines = ["A man is riding a bicycle .", "Two dogs play in the snow ."]
     assert ([t.text for t in Translator(old).translate_chunk(lines)]
             == [t.text for t in Translator(steps[-1]).translate_chunk(lines)])
     avg = checkpoint.average([version_1(steps[0], tmp_path / "old10.pt"), steps[1]])
-    assert avg["tokenizer"] == new["tokenizer"]
+    assert avg.tokenizer == new.tokenizer
     # `nmt prepare --bpe old.pt`, and fine-tuning on that data from the old checkpoint
     prepare(load_tokenizer(checkpoint.tokenizer_data(old), str(old)), tmp_path / "data", "en", "de",
             tiny_corpus / "train")
-    assert data_identity(tmp_path / "data") == loaded["data"]
+    assert data_identity(tmp_path / "data") == loaded.data
     plan(tmp_path / "data", tmp_path / "tuned", None, {}, {"init_from": str(old)})
     # resuming a run whose newest checkpoint is of version 1
     run = tmp_path / "run"
@@ -415,4 +491,4 @@ def test_version_1_export(steps, tmp_path):
 
     old = version_1(steps[-1], tmp_path / "old.pt")
     export_ctranslate2(old, tmp_path / "ct2")
-    assert (tmp_path / "ct2" / "bpe.model").read_bytes() == checkpoint.load(old)["tokenizer"]["source"]
+    assert (tmp_path / "ct2" / "bpe.model").read_bytes() == checkpoint.load(old).tokenizer["source"]

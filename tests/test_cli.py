@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from nmt import checkpoint
+from nmt.config import to_dict
 from nmt.files import LOCK_NAME
 from nmt.search import SearchConfig
 from nmt.translate import Translator, translate_file
@@ -159,7 +160,7 @@ def test_train_resume_then_refuse_other_model(tiny_data, tmp_path):
     assert "resum" in r.stderr
     last = checkpoint.latest(run)
     assert last.name == "checkpoint_00000008.pt"
-    assert checkpoint.load(last)["updates"] == 8
+    assert checkpoint.load(last).state.updates == 8
     assert (run / "checkpoint_00000004.pt").is_file()
 
     before = digest(run)
@@ -375,7 +376,7 @@ def test_train_options_reach_the_config(tiny_data, tmp_path):
            "--layers", "1", "--decoder-layers", "2", "--heads", "2", "--adam-betas", "0.8", "0.9", "--adam-eps", "1e-7",
            "--max-epochs", "3", "--norm", "post", "--threads", "1"))
     ckpt = checkpoint.load(checkpoint.latest(tmp_path))
-    model, train = ckpt["model_config"], ckpt["train_config"]
+    model, train = to_dict(ckpt.model_config), to_dict(ckpt.train_config)
     assert (model["encoder_layers"], model["decoder_layers"], model["n_heads"], model["norm"]) == (1, 2, 2, "post")
     assert (train["adam_betas"], train["adam_eps"], train["max_epochs"]) == ([0.8, 0.9], 1e-7, 3)
 
@@ -412,7 +413,7 @@ def test_config_file_and_options_agree(tiny_data, tmp_path):
               "adam_betas": (0.8, 0.95), "adam_eps": 1e-8, "label_smoothing": 0.2, "clip_norm": 1.5,
               "max_updates": 321, "max_epochs": 9, "max_time": 60.5, "save_interval": 11, "keep_last": 3,
               "valid_interval": 13, "log_interval": 7, "seed": 5, "precision": "fp32", "max_bad_updates": 4,
-              "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3}
+              "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3, "lr_tail": "cosine", "lr_tail_share": 0.3}
     # init_from takes the architecture from a checkpoint, and the reset options act only with it:
     # tests/test_fine_tuning.py covers them
     settable = {f.name for cls in (ModelConfig, TrainConfig) for f in fields(cls)} - {
@@ -444,8 +445,8 @@ def test_a_run_writes_its_config_and_it_trains_the_same(tiny_data, tmp_path):
     assert (tmp_path / "b" / "config.toml").read_text() == written
     a = checkpoint.load(checkpoint.latest(tmp_path / "a"))
     b = checkpoint.load(checkpoint.latest(tmp_path / "b"))
-    assert a["model_config"] == b["model_config"] and a["train_config"] == b["train_config"]
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a.model_config == b.model_config and a.train_config == b.train_config
+    assert all(torch.equal(a.weights[k], b.weights[k]) for k in a.weights)
 
 
 @pytest.mark.parametrize("text, words", [

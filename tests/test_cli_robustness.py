@@ -213,7 +213,7 @@ def test_a_second_train_on_the_run_folder_is_refused(tiny_data, tmp_path):
     updates = [json.loads(line)["update"] for line in (run / "log.jsonl").read_text().splitlines()
                if json.loads(line).get("section", "train") == "train" and "update" in json.loads(line)]
     assert updates == sorted(set(updates)) and updates[-1] == 40  # one run's log, each update once
-    assert checkpoint.load(checkpoint.latest(run))["updates"] == 40
+    assert checkpoint.load(checkpoint.latest(run)).state.updates == 40
 
 
 # -- leftovers and recovery ----------------------------------------------------------------------------
@@ -229,7 +229,7 @@ def test_resume_skips_a_truncated_newest_checkpoint(tiny_run, tiny_data, tmp_pat
     assert f"skipped {newest}" in r.stderr and "resuming from checkpoint_00000020.pt" in r.stderr
     assert (run / (newest.name + ".damaged")).is_file()
     assert not list(run.glob(".*.tmp"))
-    assert checkpoint.load(checkpoint.latest(run))["updates"] == 40
+    assert checkpoint.load(checkpoint.latest(run)).state.updates == 40
 
 
 def test_resume_with_no_loadable_checkpoint_is_refused(tiny_run, tiny_data, tmp_path):

@@ -378,7 +378,7 @@ def test_sentencepiece_store(spm, data, tmp_path):
     assert meta["tokenizer"] == {"kind": "sentencepiece", "files": {"source": "spm.model"}, "sha256": sha}
     assert "bpe_sha256" not in meta and meta["vocab_size"] == tok.vocab_size
     assert (out / "spm.model").read_bytes() == spm.read_bytes() and not (out / "bpe.model").exists()
-    assert data_identity(out) == {"src": "en", "tgt": "de", "vocab_size": tok.vocab_size,
+    assert data_identity(out).to_dict() == {"src": "en", "tgt": "de", "vocab_size": tok.vocab_size,
                                   "tokenizer": "sentencepiece", "tokenizer_sha256": sha}
     assert read_tokenizer(out).to_data() == tok.to_data()
 
@@ -390,7 +390,7 @@ def test_youtokentome_store_keeps_its_identity(bpe, data, tmp_path):
     sha = hashlib.sha256(bpe.read_bytes()).hexdigest()
     assert meta["bpe_sha256"] == sha and meta["tokenizer"]["kind"] == "youtokentome"
     identity = data_identity(tmp_path / "out")
-    assert identity == {"src": "en", "tgt": "de", "vocab_size": meta["vocab_size"], "bpe_sha256": sha}
+    assert identity.to_dict() == {"src": "en", "tgt": "de", "vocab_size": meta["vocab_size"], "bpe_sha256": sha}
     # A store written before SentencePiece (no tokenizer record) reads the same.
     del meta["tokenizer"]
     (tmp_path / "out" / "meta.json").write_text(json.dumps(meta))

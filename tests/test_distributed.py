@@ -68,11 +68,11 @@ def test_two_processes_match_one_process(data, tmp_path):
     one = run(data, tmp_path / "one", k, 1, {**MODEL, **NO_DROPOUT}, adam_eps=eps)
     two = run(data, tmp_path / "two", k, 2, {**MODEL, **NO_DROPOUT}, adam_eps=eps)
     a, b = checkpoint.load(one), checkpoint.load(two)
-    assert a["updates"] == b["updates"] == k
-    for name, tensor in a["model"].items():
-        torch.testing.assert_close(b["model"][name], tensor, atol=ATOL, rtol=0, msg=lambda m: f"{name}: {m}")
+    assert a.state.updates == b.state.updates == k
+    for name, tensor in a.weights.items():
+        torch.testing.assert_close(b.weights[name], tensor, atol=ATOL, rtol=0, msg=lambda m: f"{name}: {m}")
     assert grad_norms(tmp_path / "two") == pytest.approx(grad_norms(tmp_path / "one"), rel=1e-5)
-    assert len(b["rng_ranks"]) == 2  # every rank's dropout stream is saved
+    assert len(b.resumable.rng) == 2  # every rank's dropout stream is saved
 
 
 def torchrun_nodes(data: Path, out: Path, max_updates: int, logs: Path) -> list[str]:
@@ -119,9 +119,9 @@ def test_two_torchrun_nodes_train_as_one_job_and_resume_exactly(data, tmp_path):
     for update in (k, 2 * k):
         a = checkpoint.load(straight / checkpoint.STEP_NAME.format(update))
         b = checkpoint.load(nodes / checkpoint.STEP_NAME.format(update))
-        assert a["updates"] == b["updates"] == update and len(b["rng_ranks"]) == 2
-        for name, tensor in a["model"].items():
-            assert torch.equal(tensor, b["model"][name]), f"update {update}: {name}"
+        assert a.state.updates == b.state.updates == update and len(b.resumable.rng) == 2
+        for name, tensor in a.weights.items():
+            assert torch.equal(tensor, b.weights[name]), f"update {update}: {name}"
     assert sorted(p.name for p in nodes.glob("checkpoint_*.pt")) == [checkpoint.STEP_NAME.format(u) for u in (k, 2 * k)]
 
 

@@ -98,7 +98,7 @@ def teacher_forced(model, src_ids, tokens):
 def test_ensemble_score_is_the_mean_of_the_models_scores(tiny_run, sample_lines):
     paths = [tiny_run / "checkpoint_00000020.pt", tiny_run / "checkpoint_00000030.pt"]
     translator = Translator(paths, SearchConfig(beam=3, lenpen=0.0), pack=False)
-    models = [checkpoint.build_model(checkpoint.load(p)) for p in paths]
+    models = [checkpoint.load(p).build_model() for p in paths]
     for line, t in zip(sample_lines[:6], translator.translate_chunk(sample_lines[:6])):
         src_ids = translator.encode([line], 0)[0]
         hyp = t.hypotheses[0][1]
@@ -124,8 +124,8 @@ def test_cli_repeated_model_is_an_ensemble(tiny_run, tiny_checkpoint, sample_lin
 def test_cli_ensemble_errors(tiny_checkpoint, tmp_path):
     other = tmp_path / "other.pt"
     ckpt = checkpoint.load(tiny_checkpoint)
-    ckpt["tokenizer"] = {"kind": "youtokentome", "version": 1, "source": b"1 0\n97 4\n1 0 2 3\n"}  # another vocabulary
-    checkpoint.save(other, {k: v for k, v in ckpt.items() if k not in ("format", "version")})
+    ckpt.tokenizer = {"kind": "youtokentome", "version": 1, "source": b"1 0\n97 4\n1 0 2 3\n"}  # another vocabulary
+    checkpoint.save(other, ckpt)
     r = nmt("translate", "-m", tiny_checkpoint, "-m", other, input="a man\n")
     assert r.returncode == 1 and "use different tokenizers" in r.stderr and "Traceback" not in r.stderr
     r = nmt("translate", "-m", tiny_checkpoint, "-m", tiny_checkpoint, "--attention", tmp_path / "att", input="a\n")

@@ -16,6 +16,8 @@ import torch
 
 from conftest import SAMPLE_DIR, torch_threads
 from nmt import checkpoint
+from nmt.dataset import DataIdentity
+from nmt.tokenizer import digest
 from nmt.bpe import BpeTokenizer
 from nmt.tokenizer import from_file as tokenizer_from_file
 from nmt.vocab import BOS, EOS, PAD, UNK
@@ -54,8 +56,8 @@ def random_checkpoint(path: Path, bpe: Path, norm="pre", positions="sinusoidal",
             if isinstance(m, torch.nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.3, 0.3)
-    checkpoint.save(path, {"model_config": to_dict(cfg), "train_config": to_dict(TrainConfig()), "data": {"test": True},
-                           "tokenizer": tok.to_data(), "model": model.state_dict(), "updates": 0, "epoch": 0})
+    data = DataIdentity("en", "de", tok.vocab_size, tok.kind, digest(tok.to_data()))
+    checkpoint.save(path, checkpoint.Checkpoint(cfg, TrainConfig(), data, tok.to_data(), model.state_dict()))
     return path
 
 
@@ -118,7 +120,7 @@ def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_l
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, norm=norm, positions=positions)
     out = export_to(ckpt, tmp_path / "ct2")
-    model = checkpoint.build_model(checkpoint.load(ckpt))
+    model = checkpoint.load(ckpt).build_model()
     tok = BpeTokenizer.from_file(tiny_bpe)
     vocab = ctranslate2_vocabulary(tok)
     engine = ctranslate2.Translator(str(out), intra_threads=1)
@@ -156,7 +158,7 @@ def ending_checkpoint(tiny_checkpoint, tmp_path_factory) -> Path:
     """The briefly trained tiny model with its EOS embedding scaled up (x3), so that beam hypotheses
     end before the length limit (after 30 updates the model still loops on most lines)."""
     ckpt = checkpoint.load(tiny_checkpoint)
-    ckpt["model"]["embed.weight"][EOS] *= 3.0
+    ckpt.weights["embed.weight"][EOS] *= 3.0
     path = tmp_path_factory.mktemp("ending") / "model.pt"
     checkpoint.save(path, ckpt)
     return path
@@ -332,7 +334,7 @@ def test_missing_ctranslate2_is_a_clear_error(monkeypatch, tmp_path):
 def test_int8_quantises_every_linear_and_the_output_projection(tiny_checkpoint):
     from nmt.kernels import Int8Linear
 
-    model = checkpoint.build_model(checkpoint.load(tiny_checkpoint))
+    model = checkpoint.load(tiny_checkpoint).build_model()
     n_linear = sum(type(m) is torch.nn.Linear for m in model.modules())
     q = prepare_model(model, "int8")
     assert not [m for m in q.modules() if "Linear" in type(m).__name__ and not isinstance(m, Int8Linear)]
@@ -340,7 +342,7 @@ def test_int8_quantises_every_linear_and_the_output_projection(tiny_checkpoint):
     assert sum(isinstance(m, Int8Linear) for m in q.modules()) == n_linear + 1 + len(q.decoder)
     assert all(isinstance(layer.self_attn.qkv_proj, Int8Linear) for layer in q.decoder)
     assert isinstance(q.output_proj, Int8Linear)
-    plain = prepare_model(checkpoint.build_model(checkpoint.load(tiny_checkpoint)), "int8", int8_output=False)
+    plain = prepare_model(checkpoint.load(tiny_checkpoint).build_model(), "int8", int8_output=False)
     assert plain.output_proj is None
 
 
@@ -363,7 +365,7 @@ def test_int8_translations_close_to_fp32(tiny_checkpoint, sample_lines):
 
 
 def test_output_projection_module_computes_the_same_logits(tiny_checkpoint):
-    model = checkpoint.build_model(checkpoint.load(tiny_checkpoint))
+    model = checkpoint.load(tiny_checkpoint).build_model()
     src, tgt = torch.tensor([[5, 6, 7, EOS]]), torch.tensor([[BOS, 8, 9]])
     with torch.no_grad():
         before = model(src, tgt)
@@ -405,8 +407,8 @@ def test_packed_model_computes_the_same_log_probs(tiny_checkpoint, sample_lines)
 
     if not onednn_available():
         pytest.skip("this torch has no oneDNN")
-    plain = checkpoint.build_model(checkpoint.load(tiny_checkpoint))
-    packed = prepare_model(checkpoint.build_model(checkpoint.load(tiny_checkpoint)), "fp32")
+    plain = checkpoint.load(tiny_checkpoint).build_model()
+    packed = prepare_model(checkpoint.load(tiny_checkpoint).build_model(), "fp32")
     assert isinstance(packed.output_proj, PackedLinear)
     assert bool([m for m in packed.modules() if type(m) is torch.nn.Linear]) != pack_every_layer()
     src, tgt = torch.tensor([[5, 6, 7, 8, EOS]]), torch.tensor([[BOS, 9, 10, 11]])

@@ -70,13 +70,13 @@ def test_fine_tuning_on_questions_raises_their_bleu(domains):
     # The new data is encoded with the checkpoint's own BPE model, read from the checkpoint.
     ok(nmt("prepare", "--bpe", domains["base"], "--train", domains["questions"], "--valid", domains["valid"],
            "--src", "en", "--tgt", "de", "--out", root / "data-questions", "--threads", "1"))
-    assert (root / "data-questions" / "bpe.model").read_bytes() == checkpoint.load(domains["base"])["tokenizer"]["source"]
+    assert (root / "data-questions" / "bpe.model").read_bytes() == checkpoint.load(domains["base"]).tokenizer["source"]
     r = ok(nmt("train", "--data", root / "data-questions", "--out", root / "tuned", "--init-from", domains["base"],
                "--max-updates", TUNE_UPDATES, *TRAIN))
     assert f"fine-tuning from {domains['base']}" in r.stderr and "took its weights" in r.stderr
     tuned = checkpoint.latest(root / "tuned")
     ckpt = checkpoint.load(tuned)
-    assert ckpt["updates"] == TUNE_UPDATES and ckpt["train_config"]["init_from"] == str(domains["base"])
+    assert ckpt.state.updates == TUNE_UPDATES and ckpt.train_config.init_from == str(domains["base"])
     # The same budget from scratch, for comparison: what the base model's weights are worth.
     ok(nmt("train", "--data", root / "data-questions", "--out", root / "scratch", "--max-updates", TUNE_UPDATES, *TRAIN))
     before, after = question_bleu(domains["base"], domains), question_bleu(tuned, domains)
@@ -96,16 +96,16 @@ def test_fine_tuning_keeps_or_resets_the_optimizer_and_schedule(domains, tmp_pat
     kept = checkpoint.load(checkpoint.latest(tmp_path / "kept"))
     assert kept["lr_offset"] == BASE_UPDATES
     # Adam's step counts go on from the base run's, and the learning rate is the schedule's at update 101.
-    assert kept["optimizer"]["state"][0]["step"] == base["optimizer"]["state"][0]["step"] + 1
-    assert kept["optimizer"]["param_groups"][0]["lr"] == pytest.approx(learning_rate(BASE_UPDATES + 1, 64, 2.0, 100))
+    assert kept.resumable.optimizer["state"][0]["step"] == base.resumable.optimizer["state"][0]["step"] + 1
+    assert kept.resumable.optimizer["param_groups"][0]["lr"] == pytest.approx(learning_rate(BASE_UPDATES + 1, 64, 2.0, 100))
     ok(nmt("train", "--data", data, "--out", tmp_path / "fresh", "--init-from", domains["base"], "--max-updates", 1,
            *TRAIN))
     fresh = checkpoint.load(checkpoint.latest(tmp_path / "fresh"))
-    assert fresh["lr_offset"] == 0 and fresh["optimizer"]["state"][0]["step"] == 1
-    assert fresh["optimizer"]["param_groups"][0]["lr"] == pytest.approx(learning_rate(1, 64, 2.0, 100))
+    assert fresh.state.lr_offset == 0 and fresh.resumable.optimizer["state"][0]["step"] == 1
+    assert fresh.resumable.optimizer["param_groups"][0]["lr"] == pytest.approx(learning_rate(1, 64, 2.0, 100))
     # The weights started from the base model's, not from a fresh initialisation: one small update away.
     name = "encoder.0.ffn.fc1.weight"
-    assert torch.allclose(fresh["model"][name], base["model"][name], atol=0.05)
+    assert torch.allclose(fresh.weights[name], base.weights[name], atol=0.05)
 
 
 def test_fine_tuning_refuses_data_of_another_bpe_model(domains, tmp_path):

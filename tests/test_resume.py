@@ -48,7 +48,7 @@ def run(data: Path, out: Path, max_updates: int, **overrides) -> Path:
 
 def resume(data: Path, out: Path, max_updates: int, **overrides) -> Path:
     """Rerun on `out`, which holds a checkpoint: the run must go on from it, training only the rest."""
-    start = checkpoint.load(checkpoint.latest(out))["updates"]
+    start = checkpoint.load(checkpoint.latest(out)).state.updates
     logged = len(logged_updates(out, "loss"))
     path = run(data, out, max_updates, **overrides)
     assert logged_updates(out, "loss")[logged:] == list(range(start + 1, max_updates + 1)), "the run did not resume"
@@ -58,12 +58,12 @@ def resume(data: Path, out: Path, max_updates: int, **overrides) -> Path:
 def assert_identical(a: Path, b: Path) -> None:
     ca, cb = checkpoint.load(a), checkpoint.load(b)
     for key in ("updates", "epoch", "position"):
-        assert ca[key] == cb[key], key
-    assert ca["model"].keys() == cb["model"].keys()
-    for name, tensor in ca["model"].items():
-        assert torch.equal(tensor, cb["model"][name]), f"{name} differs between {a} and {b}"
-    sa, sb = ca["optimizer"]["state"], cb["optimizer"]["state"]
-    assert sa.keys() == sb.keys() and ca["optimizer"]["param_groups"] == cb["optimizer"]["param_groups"]
+        assert getattr(ca.state, key) == getattr(cb.state, key), key
+    assert ca.weights.keys() == cb.weights.keys()
+    for name, tensor in ca.weights.items():
+        assert torch.equal(tensor, cb.weights[name]), f"{name} differs between {a} and {b}"
+    sa, sb = ca.resumable.optimizer["state"], cb.resumable.optimizer["state"]
+    assert sa.keys() == sb.keys() and ca.resumable.optimizer["param_groups"] == cb.resumable.optimizer["param_groups"]
     for param in sa:
         assert sa[param].keys() == sb[param].keys()
         assert all(torch.equal(sa[param][k], sb[param][k]) for k in sa[param]), f"Adam state of parameter {param} differs"
@@ -86,7 +86,7 @@ def test_stop_and_resume_gives_identical_parameters(data, tmp_path, reference):
     # 20 updates cross the epoch boundary (14 updates per epoch here); dropout is on.
     k = 10
     first = run(data, tmp_path, k)
-    assert checkpoint.load(first)["updates"] == k
+    assert checkpoint.load(first).state.updates == k
     assert_identical(resume(data, tmp_path, 2 * k), reference(2 * k))
 
 
@@ -96,7 +96,7 @@ def test_a_run_with_a_tail_resumes_exactly(data, tmp_path):
     tail = dict(lr_tail="cosine", lr_tail_share=0.5)
     straight = run(data, tmp_path / "straight", 20, **tail)
     first = run(data, tmp_path / "stopped", 20, max_epochs=1, **tail)
-    assert checkpoint.load(first)["updates"] == 14
+    assert checkpoint.load(first).state.updates == 14
     assert_identical(resume(data, tmp_path / "stopped", 20, **tail), straight)
 
 
@@ -105,8 +105,8 @@ def test_max_time_counts_the_run_not_the_session(data, tmp_path):
     run(data, tmp_path, 3)
     path = checkpoint.latest(tmp_path)
     ckpt = checkpoint.load(path)
-    ckpt["elapsed"] = 1000.0  # seconds the run has taken so far
-    torch.save(ckpt, path)
+    ckpt.state.elapsed = 1000.0  # seconds the run has taken so far
+    checkpoint.save(path, ckpt)
     with torch_threads(1):
         result = train(data, tmp_path, preset="tiny", model_overrides=MODEL,
                        train_overrides={**TRAIN, "max_updates": 50, "max_time": 500.0})
@@ -160,7 +160,7 @@ def test_ctrl_c_or_sigterm_checkpoints_the_last_completed_update(data, tmp_path,
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == code, stderr
     saved = checkpoint.latest(tmp_path)
-    n = checkpoint.load(saved)["updates"]
+    n = checkpoint.load(saved).state.updates
     assert n == max(logged_updates(tmp_path)) >= 3  # the update under way when Ctrl-C came was finished and saved
     assert f"interrupted at update {n}" in stderr and "run the same command to resume" in stderr
     assert_identical(resume(data, tmp_path, n + 2), reference(n + 2))
@@ -173,7 +173,7 @@ def test_kill_9_between_checkpoints_resumes_from_the_last_one(data, tmp_path, re
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     saved = checkpoint.latest(tmp_path)
-    last = checkpoint.load(saved)["updates"]
+    last = checkpoint.load(saved).state.updates
     assert last >= 4 and last % 2 == 0
     assert max(logged_updates(tmp_path)) >= last  # (> in practice: the kill lands between checkpoints)
     assert_identical(resume(data, tmp_path, last + 3), reference(last + 3))
@@ -198,7 +198,7 @@ def test_failed_checkpoint_write_leaves_the_previous_one_loadable(data, tmp_path
 
     assert [p.name for p in checkpoint.step_checkpoints(tmp_path)] == ["checkpoint_00000002.pt"]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # the temporary file was removed
-    assert checkpoint.load(checkpoint.latest(tmp_path))["updates"] == 2
+    assert checkpoint.load(checkpoint.latest(tmp_path)).state.updates == 2
     # kill -9 during a write leaves its temporary file: it must not be taken for a checkpoint.
     (tmp_path / ".checkpoint_00000004.pt.x1y2z3.tmp").write_bytes(b"PK\x03\x04 truncated")
     assert checkpoint.latest(tmp_path).name == "checkpoint_00000002.pt"

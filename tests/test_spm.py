@@ -274,7 +274,7 @@ def test_prepare_train_translate_with_sentencepiece(tiny_spm, tiny_corpus, tmp_p
           train_overrides={**TINY_TRAIN, "max_updates": 4, "save_interval": 2, "valid_interval": 2,
                            "valid_bleu_sentences": 5})
     ckpt = checkpoint.load(checkpoint.latest(tmp_path / "run"))
-    assert ckpt["tokenizer"] == {"kind": "sentencepiece", "version": 1, "source": tiny_spm.read_bytes()}
-    assert ckpt["data"] == data_identity(tmp_path / "data")
+    assert ckpt.tokenizer == {"kind": "sentencepiece", "version": 1, "source": tiny_spm.read_bytes()}
+    assert ckpt.data == data_identity(tmp_path / "data")
     [t] = Translator(checkpoint.latest(tmp_path / "run"), SearchConfig(beam=2)).translate_chunk(["A man is riding a bicycle ."])
     assert isinstance(t.text, str) and t.hypotheses

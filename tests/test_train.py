@@ -89,7 +89,7 @@ def test_validation_bleu_and_best_checkpoint(data, tmp_path):
     assert [r["update"] for r in valid] == [2, 4]
     assert all(0.0 <= r["valid_bleu"] <= 100.0 and r["valid_ppl"] > 1.0 for r in valid)
     best = tmp_path / checkpoint.BEST_NAME
-    assert result.best_checkpoint == best and checkpoint.load(best)["updates"] in (2, 4)
+    assert result.best_checkpoint == best and checkpoint.load(best).state.updates in (2, 4)
     assert result.valid_bleu == valid[-1]["valid_bleu"]
     # checkpoint_best.pt is no step checkpoint: averaging and pruning leave it alone.
     assert not checkpoint.STEP_PATTERN.search(best.name)
@@ -104,7 +104,7 @@ def test_patience_stops_after_validations_without_improvement(data, tmp_path, mo
     events = []
     result = run(data, tmp_path, events, max_updates=50, valid_interval=1, patience=2)
     assert result.updates == 4 and result.stopped == "patience"
-    assert checkpoint.load(tmp_path / checkpoint.BEST_NAME)["updates"] == 2
+    assert checkpoint.load(tmp_path / checkpoint.BEST_NAME).state.updates == 2
     assert any("early stop" in (e.message or "") for e in events)
     assert checkpoint.latest(tmp_path).name == "checkpoint_00000004.pt"
 
@@ -130,8 +130,8 @@ def test_a_nan_loss_skips_the_update(data, tmp_path, monkeypatch):
     assert [r for r in log_records(tmp_path) if "skipped" in r] == [{"update": 3, "skipped": "the loss is nan"}]
     assert any(e.message == "update 3 skipped: the loss is nan" for e in events)
     ckpt = checkpoint.load(result.checkpoint)
-    assert all(torch.isfinite(t).all() for t in ckpt["model"].values())
-    assert ckpt["optimizer"]["state"][0]["step"].item() == 5  # Adam stepped 5 times, not 6
+    assert all(torch.isfinite(t).all() for t in ckpt.weights.values())
+    assert ckpt.resumable.optimizer["state"][0]["step"].item() == 5  # Adam stepped 5 times, not 6
 
 
 def test_a_persistent_nan_stops_training_naming_the_last_good_checkpoint(data, tmp_path, monkeypatch):
@@ -142,7 +142,7 @@ def test_a_persistent_nan_stops_training_naming_the_last_good_checkpoint(data, t
     assert message.startswith("update 3: the loss was NaN/inf in 3 updates in a row (--max-bad-updates 3)")
     assert str(tmp_path / "checkpoint_00000002.pt") in message and "\n" not in message
     assert checkpoint.latest(tmp_path).name == "checkpoint_00000002.pt"
-    assert all(torch.isfinite(t).all() for t in checkpoint.load(checkpoint.latest(tmp_path))["model"].values())
+    assert all(torch.isfinite(t).all() for t in checkpoint.load(checkpoint.latest(tmp_path)).weights.values())
 
 
 def test_metrics_go_to_tensorboard_when_it_is_installed(data, tmp_path, monkeypatch):
@@ -182,8 +182,8 @@ def test_without_tensorboard_only_the_log_is_written(data, tmp_path, monkeypatch
 def test_bf16_autocast_trains_on_the_cpu(data, tmp_path):
     result = run(data, tmp_path, max_updates=2, precision="bf16", valid_bleu_sentences=2)
     ckpt = checkpoint.load(result.checkpoint)
-    assert ckpt["train_config"]["precision"] == "bf16" and ckpt["updates"] == 2
-    assert all(t.dtype == torch.float32 and torch.isfinite(t).all() for t in ckpt["model"].values())
+    assert ckpt.train_config.precision == "bf16" and ckpt.state.updates == 2
+    assert all(t.dtype == torch.float32 and torch.isfinite(t).all() for t in ckpt.weights.values())
 
 
 def test_new_options_are_checked_and_old_configs_still_load():
@@ -209,7 +209,7 @@ def test_cli_train_with_the_new_options(data, tmp_path):
             "--max-bad-updates", "7", "--precision", "fp32", "--nproc", "1", "--threads", "1"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    stored = checkpoint.load(checkpoint.latest(tmp_path))["train_config"]
+    stored = to_dict(checkpoint.load(checkpoint.latest(tmp_path)).train_config)
     assert (stored["valid_beam"], stored["valid_bleu_sentences"], stored["patience"], stored["max_bad_updates"],
             stored["precision"]) == (2, 3, 4, 7, "fp32")
     assert "valid_bleu" in log_records(tmp_path)[-1]
