@@ -649,10 +649,20 @@ def serve(
     max_queue: Annotated[int, typer.Option("--max-queue", help="Lines waiting at most; then 503 + Retry-After.")] = 4096,
     max_lines: Annotated[int, typer.Option("--max-lines", help="Lines per request at most (413 beyond).")] = 256,
     max_chars: Annotated[int, typer.Option("--max-chars", help="Characters per line at most (413 beyond).")] = 5000,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds a request may wait (504 after).")] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds a request may take to send its body (408 "
+                                           "after) and wait for its translations (504 after).")] = 60.0,
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Bytes of a request body at most (413 "
+                                                "beyond); 0: room for --max-lines x --max-chars.")] = 0,
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="On SIGTERM, seconds to finish the "
+                                                 "requests in flight before cutting their connections.")] = 10.0,
+    api_keys: Annotated[Optional[Path], typer.Option("--api-keys", help="File of accepted API keys, one per line: "
+                                                     "translating then needs api_key (403 without).")] = None,
+    access_log: Annotated[Optional[Path], typer.Option("--access-log", help="Append one line per request to this "
+                                                       "file (-: stderr).")] = None,
 ) -> None:
-    """Serve a checkpoint over HTTP: POST /v1/translate, LibreTranslate's POST /translate, /health, /metrics;
-    concurrent requests are batched together. Needs the web stack: pip install "nmt[serve]"."""
+    """Serve a checkpoint over HTTP: POST /v1/translate, LibreTranslate's API (POST /translate, /detect,
+    /languages), /health, /metrics, /docs; concurrent requests are batched together. Needs the web stack:
+    pip install "nmt[serve]"."""
     from nmt.config import check_range
     from nmt.console import plain_logger
     from nmt.progress import Progress
@@ -662,7 +672,8 @@ def serve(
     check_range("--port", port, 0, 65535)
     cfg = ServeConfig(max_batch_sentences=max_batch_sentences, max_batch_tokens=max_batch_tokens,
                       max_wait_ms=max_wait_ms, quiet_ms=quiet_ms, max_queue=max_queue, max_lines=max_lines, max_chars=max_chars,
-                      timeout=timeout).validate()
+                      timeout=timeout, max_body_bytes=max_body_bytes, drain_timeout=drain_timeout,
+                      api_keys=api_keys, access_log=access_log).validate()
     precision = inference_precision(precision, int8)
     set_threads(threads)
     sock = listen(host, port)

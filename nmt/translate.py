@@ -60,6 +60,11 @@ class Translator:
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
 
+    @property
+    def languages(self) -> tuple[str, str]:
+        """(source, target) language codes the model translates between, e.g. ("en", "de")."""
+        return self.data["src"], self.data["tgt"]
+
     def with_search(self, search_cfg: SearchConfig) -> "Translator":
         """The same model and tokenizer with other search settings (a shallow copy: nothing is loaded)."""
         other = copy.copy(self)
