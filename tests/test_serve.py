@@ -421,6 +421,7 @@ def test_health_and_metrics(server):
     assert requests.get(server.url + "/docs", timeout=10).status_code == 200
 
 
+@pytest.mark.slow
 def test_queue_limits_and_a_timed_out_request_is_withdrawn(tiny_checkpoint):
     """--max-queue 4: 5 lines can never fit (413); 3 + 3 lines do not fit now (503, retry). The batch would be
     taken 3 s after the first request, but it times out at 1 s: its 504 takes it out of the queue at once,
@@ -460,6 +461,7 @@ def test_a_client_that_leaves_leaves_no_work_behind(tiny_checkpoint):
         srv.stop()
 
 
+@pytest.mark.slow
 def test_sigterm_drains_in_bounded_time_despite_stalled_clients(tiny_checkpoint, sources, offline):
     """SIGTERM: the request in flight is answered; a client that sent half a body and stopped, and one that does
     not read its answers, are cut after --drain-timeout (uvicorn waited for them, then printed tracebacks);
@@ -468,8 +470,9 @@ def test_sigterm_drains_in_bounded_time_despite_stalled_clients(tiny_checkpoint,
     half = socket.create_connection(("127.0.0.1", srv.port))
     half.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: 1000\r\n\r\n{\"text\": \"a")
-    deaf = socket.create_connection(("127.0.0.1", srv.port))
-    deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    deaf = socket.socket()
+    deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small receive window
+    deaf.connect(("127.0.0.1", srv.port))
     deaf.sendall(b"GET /static-offline-docs/swagger-ui-bundle.js HTTP/1.1\r\nHost: x\r\n\r\n" * 16)  # ~24 MB
     result = {}
     client = threading.Thread(target=lambda: result.update(r=srv.post("/v1/translate", {"text": sources})))

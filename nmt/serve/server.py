@@ -111,5 +111,5 @@ def serve(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, sock: so
                 signal.signal(sig, handler)
             sock.close()
     n = gate.counts
-    log(f"stopped: {n['served']} request(s) served, {n['failed']} failed, {n['dropped']} dropped")
+    log(f"stopped: {n['served']:,} request(s) served, {n['failed']:,} failed, {n['dropped']:,} dropped")
 

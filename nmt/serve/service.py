@@ -100,7 +100,10 @@ class Service:
 
 async def disconnected(receive: Any) -> None:
     """Return when the client has gone (the body was read already, so the next message is the disconnect)."""
-    while (await receive())["type"] != "http.disconnect":
+    try:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    except Exception:  # nothing more to read: the same for us as a client gone
         pass
 
 
