@@ -107,6 +107,26 @@ def test_batcher_waits_for_the_clients_it_just_answered():
     assert model.calls == [["a"], ["b", "c"]]
 
 
+def test_batcher_waits_for_every_client_just_answered():
+    """Under load the batch waits (within max_wait) for as many requests as the last batch answered, even when
+    they come farther apart than quiet_ms: a and b run from 0.05 to 0.55 s; their clients come back at 0.6 and
+    0.75 s. Cut at quiet_ms, c would go alone and the clients would split into two cohorts for good."""
+    async def main():
+        model = FakeModel(delay=0.5)
+        batcher = Batcher(model, ServeConfig(max_wait_ms=400, quiet_ms=50))
+        batcher.start()
+        first = [batcher.submit([line], BEAM4) for line in ("a", "b")]
+        await asyncio.sleep(0.6)
+        later = [batcher.submit(["c"], BEAM4)]
+        await asyncio.sleep(0.15)
+        later.append(batcher.submit(["d"], BEAM4))
+        await asyncio.gather(*(p.future for p in first + later))
+        await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+        return model.calls
+
+    assert asyncio.run(main()) == [["a", "b"], ["c", "d"]]
+
+
 def test_batcher_queue_limit_and_withdraw():
     async def main():
         model = FakeModel()

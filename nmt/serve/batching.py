@@ -4,7 +4,8 @@ The worker takes the oldest request, adds the queued requests that share its sea
 order) until --max-batch-sentences, until no request has come for --quiet-ms, or at the latest until
 --max-wait-ms have passed since the oldest arrived or the model became free, whichever is later (so that
 under load the clients just answered can send their next line into the coming batch instead of one of
-their own, while a lone request waits only --quiet-ms), and translates their lines as one chunk. The
+their own, while a lone request waits only --quiet-ms; under load the batch also waits, within
+--max-wait-ms, for as many requests as the last batch answered), and translates their lines as one chunk. The
 engine sorts a chunk by length and cuts model batches of --max-batch-tokens, so every line gets exactly
 what `nmt translate` gives it. A chunk that fails is translated again request by request, so that one
 bad request fails alone. The event loop only queues and awaits: it never runs the model.
@@ -64,6 +65,7 @@ class Batcher:
         self.cond = threading.Condition()
         self.stopping = False
         self.free_since = 0.0  # time.monotonic() when the model last finished a batch
+        self.answered = 0  # requests that batch answered: under load, their clients send their next lines now
         self.thread = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
 
     def start(self) -> None:
@@ -113,7 +115,10 @@ class Batcher:
         """Wait for work; then the oldest request and the queued requests of the same search settings, up to
         max_batch_sentences lines, taken when the batch is full, or when no request has come for quiet_ms,
         or at the latest max_wait_ms after the oldest arrived or the model became free, whichever is later.
-        [] once stopping with nothing queued."""
+        While the model is busy, quiet_ms counts only once as many requests have arrived since the model
+        became free as its last batch answered: those clients' next requests come spread over more than a
+        few milliseconds on a loaded machine, and a batch cut before them splits the clients into cohorts
+        that never meet again (half-full batches). [] once stopping with nothing queued."""
         with self.cond:
             while True:
                 while not self.queue:
@@ -121,12 +126,18 @@ class Batcher:
                         return []
                     self.cond.wait()
                 start = max(self.queue[0].arrived, self.free_since)
-                limit = start + self.cfg.max_wait_ms / 1000
-                quiet = min(self.cfg.quiet_ms, self.cfg.max_wait_ms) / 1000
+                max_wait = self.cfg.max_wait_ms / 1000
+                limit = start + max_wait
+                quiet = min(self.cfg.quiet_ms / 1000, max_wait)
+                busy = self.queue[0].arrived < self.free_since + max_wait  # it came while the model worked, or just after
                 while self.queue:
                     batch = self._compatible()
                     lines = sum(len(p.lines) for p in batch)
-                    wait = min(limit, max(start, self.queue[-1].arrived) + quiet) - time.monotonic()
+                    returned = sum(1 for p in self.queue if p.arrived >= self.free_since)
+                    if busy and returned < self.answered:  # the clients just answered are still coming back
+                        wait = limit - time.monotonic()
+                    else:
+                        wait = min(limit, max(start, self.queue[-1].arrived) + quiet) - time.monotonic()
                     if lines >= self.cfg.max_batch_sentences or wait <= 0 or self.stopping:
                         for pending in batch:
                             self.queue.remove(pending)
@@ -162,7 +173,7 @@ class Batcher:
                 for pending in batch:
                     self._translate([pending])
             return
-        self.free_since = time.monotonic()
+        self.free_since, self.answered = time.monotonic(), len(batch)
         self.on_batch(len(lines), self.free_since - start)
         at = 0
         for pending in batch:
