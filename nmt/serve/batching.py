@@ -129,12 +129,13 @@ class Batcher:
                 max_wait = self.cfg.max_wait_ms / 1000
                 limit = start + max_wait
                 quiet = min(self.cfg.quiet_ms / 1000, max_wait)
-                busy = self.queue[0].arrived < self.free_since + max_wait  # it came while the model worked, or just after
+                # the oldest came while the model worked, or just after: the clients just answered are coming back
+                busy = self.queue[0].arrived < self.free_since + max_wait
                 while self.queue:
                     batch = self._compatible()
                     lines = sum(len(p.lines) for p in batch)
                     returned = sum(1 for p in self.queue if p.arrived >= self.free_since)
-                    if busy and returned < self.answered:  # the clients just answered are still coming back
+                    if busy and returned < self.answered:
                         wait = limit - time.monotonic()
                     else:
                         wait = min(limit, max(start, self.queue[-1].arrived) + quiet) - time.monotonic()
