@@ -4,7 +4,7 @@ sentence per request, against offline `nmt translate` of the same sentences in t
 Run by hand (results go to docs/commands/serve.md):
 
     .venv/bin/python benchmarks/serve_load.py --model multi30k-run/en-de/averaged.pt \\
-        --sentences 1000 --threads 1
+        --sentences 300 --clients 1 32 --threads 1 --rounds 5 [--baseline ../nmt-before]
 
 Loopback traffic only (127.0.0.1, a port chosen at random); the benchmark starts the server itself and
 stops it at the end. Each client loops over its share of the sentences, one POST /v1/translate at a time,

@@ -338,6 +338,8 @@ def test_one_bad_request_fails_alone(server, sources, offline):
     ("POST", "/v1/translate", b'{"text": 5}', {"Content-Type": "application/json"}, 422),
     ("POST", "/v1/translate", b'{"text": ', {"Content-Type": "application/json"}, 400),
     ("POST", "/translate", b"q=a", {"Content-Type": "text/plain"}, 415),
+    ("POST", "/translate", b"[" * 100_000, {"Content-Type": "application/json"}, 400),
+    ("POST", "/v1/translate", b"[" * 100_000, {"Content-Type": "application/json"}, 400),
     ("POST", "/translate", b"q=a&source=en", {"Content-Type": "application/x-www-form-urlencoded"}, 400),
     ("POST", "/v1/translate", json.dumps({"text": ["a"] * 51}).encode(), {"Content-Type": "application/json"}, 413),
     ("POST", "/static-offline-docs/swagger-ui.css", b"", {}, 405),

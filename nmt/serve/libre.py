@@ -29,18 +29,18 @@ def body_doc(model: type[BaseModel]) -> dict:
 
 
 async def fields(request: Request, service: Service) -> dict:
-    """The request's fields: a JSON object, or form fields (urlencoded or multipart) over the query string's."""
+    """The request's fields: a JSON object or form fields (urlencoded or multipart), over the query string's."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()
     # `curl -d '{...}'` sends JSON labelled as a form: a form's first field name never starts with {
     if media == "application/json" or media.endswith("+json") or (media not in FORMS[1:] and body.lstrip()[:1] == b"{"):
         try:
             data = json.loads(body)
-        except ValueError:  # UnicodeDecodeError included
+        except (ValueError, RecursionError):  # UnicodeDecodeError included; RecursionError: [[[[... nested deep
             raise RequestError(NOT_JSON, 400) from None
         if not isinstance(data, dict):
             raise RequestError("Invalid JSON format: send an object such as {\"q\": \"...\", \"target\": \"de\"}", 400)
-        return data
+        return {**request.query_params, **data}
     if media in FORMS:
         form = await request.form(max_part_size=service.cfg.body_limit)
         return {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
