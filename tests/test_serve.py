@@ -177,6 +177,58 @@ def test_a_failing_request_fails_alone():
     assert isinstance(boom, UnicodeEncodeError)
 
 
+class FakeEngine:
+    """The engine protocol around FakeModel: search settings and languages, nothing loaded."""
+
+    search_cfg = SearchConfig()
+    languages = ("en", "de")
+
+    def __init__(self, model: FakeModel):
+        self.model = model
+
+    def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
+        return self.model(lines, self.search_cfg)
+
+    def with_search(self, cfg: SearchConfig) -> "FakeEngine":
+        return self
+
+
+class Broken(FakeModel):
+    def __call__(self, lines: list[str], search: SearchConfig) -> list[Translation]:
+        raise RuntimeError("device lost\nsecond line")
+
+
+def test_a_failure_of_the_server_itself_is_a_json_500_and_one_log_line():
+    """The application in this process, on uvicorn in a thread, with an engine that always fails."""
+    import uvicorn
+
+    from nmt.serve import ModelInfo, listen
+    from nmt.serve.app import create_app
+
+    errors: list[str] = []
+    engine = FakeEngine(FakeModel())
+    gate = create_app(engine, ModelInfo("fake", "en", "de", "0" * 64, {}), ServeConfig(quiet_ms=0),
+                      translate=Broken(), on_error=errors.append)
+    sock = listen("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(gate, log_level="critical"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = requests.post(url + "/v1/translate", json={"text": "a"}, timeout=30)
+        assert r.status_code == 500 and r.headers["Content-Type"] == "application/json", r.text
+        assert r.json() == {"error": "internal error: RuntimeError: device lost"}
+        assert errors == ["POST /v1/translate: RuntimeError: device lost"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert gate.counts == {"served": 0, "failed": 1, "dropped": 0}
+
+
 PINNED_THREADS = """
 import threading, time, torch
 from nmt.search import SearchConfig

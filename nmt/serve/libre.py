@@ -16,7 +16,7 @@ from nmt.serve.schemas import (ERRORS, Detected, DetectRequest, FrontendSettings
                                LibreResponse)
 from nmt.serve.service import Service, split
 
-router = APIRouter()
+router = APIRouter(tags=["LibreTranslate"])
 M = TypeVar("M", bound=BaseModel)
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 CONFIDENCE = 100.0  # /detect answers the model's one source language: there is nothing else it could translate

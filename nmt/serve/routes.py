@@ -12,7 +12,7 @@ from nmt.serve.metrics import CONTENT_TYPE
 from nmt.serve.schemas import ERRORS, Health, TranslateRequest, TranslateResponse
 from nmt.serve.service import Service
 
-router = APIRouter()
+router = APIRouter(tags=["nmt"])
 
 
 def service_of(request: Request) -> Service:
