@@ -24,6 +24,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 import requests  # noqa: E402
 
+from nmt.errors import ConfigError, InputError, OutputError  # noqa: E402
 from nmt.search import Hypothesis, SearchConfig  # noqa: E402
 from nmt.serve import Batcher, Overloaded, ServeConfig, TooLarge  # noqa: E402
 from nmt.translate import Translation  # noqa: E402
@@ -606,15 +607,26 @@ def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, so
         assert any(re.fullmatch(line.format(method, path, status, n), x) for x in lines), (method, path, status, lines)
 
 
-@pytest.mark.parametrize("options, words", [
-    (["--api-keys", "absent-keys.txt"], "--api-keys absent-keys.txt: cannot read"),
-    (["--drain-timeout", "-1"], "--drain-timeout must be at least"),
-    (["--max-body-bytes", "-5"], "--max-body-bytes must be at least"),
+@pytest.mark.parametrize("fields, error, words", [
+    (dict(api_keys=Path("absent-keys.txt")), InputError, "--api-keys absent-keys.txt: cannot read"),
+    (dict(api_keys=Path("empty-keys.txt")), ConfigError, "--api-keys empty-keys.txt: holds no key"),
+    (dict(access_log=Path(".")), OutputError, "--access-log .: is a folder"),
+    (dict(drain_timeout=-1.0), ConfigError, "--drain-timeout must be at least"),
+    (dict(max_body_bytes=-5), ConfigError, "--max-body-bytes must be at least"),
 ])
-def test_bad_serve_options_are_one_line_before_the_model_loads(tmp_path, options, words):
+def test_bad_serve_options(tmp_path, monkeypatch, fields, error, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty-keys.txt").write_text("# none yet\n\n")
+    with pytest.raises(error, match=re.escape(words)):
+        ServeConfig(**fields).validate()
+
+
+def test_a_bad_key_file_is_one_line_before_the_model_loads(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tmp_path / "absent.pt"), "--port", "0",
-                        *options], capture_output=True, text=True, env=ENV, timeout=60, cwd=tmp_path)
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+                        "--api-keys", "absent-keys.txt"], capture_output=True, text=True, env=ENV, timeout=60,
+                       cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr == "error: --api-keys absent-keys.txt: cannot read (No such file or " \
+                                             "directory); check the path\n", r.stderr
 
 
 def test_serve_without_the_web_stack_is_one_line(tiny_checkpoint, tmp_path):

@@ -72,7 +72,7 @@ class Gate:
         if scope["type"] != "http":  # the lifespan
             return await self.app(scope, receive, send)
         client = scope.get("client") or ("-", 0)
-        record = RequestRecord(scope["method"], scope.get("raw_path", scope["path"].encode()).decode("latin-1"),
+        record = RequestRecord(scope["method"], (scope.get("raw_path") or scope["path"].encode()).decode("latin-1"),
                                f"{client[0]}:{client[1]}")
         scope[RECORD_KEY] = record
         self.in_flight.add(record)

@@ -83,7 +83,6 @@ class Service:
     async def translate(self, request: Any, lines: list[str], search: SearchConfig) -> list[Translation]:
         """The translations of `lines`, in order, from the batcher. A request whose client leaves, or that
         waits longer than --timeout, is taken back from the queue (no work is done for it)."""
-        request.scope[LINES_KEY] = len(lines)
         pending = self.batcher.submit(lines, search)
         gone = asyncio.ensure_future(disconnected(request.receive))
         try:
@@ -91,7 +90,9 @@ class Service:
         finally:
             gone.cancel()
         if pending.future.done():
-            return pending.future.result()  # the translations, or this request's own failure
+            translations = pending.future.result()  # or this request's own failure, raised
+            request.scope[LINES_KEY] = len(lines)
+            return translations
         self.batcher.withdraw(pending)
         if gone.done() and not gone.cancelled():
             raise ClientGone("client closed the request")
