@@ -22,6 +22,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
+pytest.importorskip("python_multipart")
+pytest.importorskip("fastapi_offline")
 import requests  # noqa: E402
 
 from nmt.errors import ConfigError, InputError, OutputError  # noqa: E402
