@@ -4,7 +4,7 @@ sentence per request, against offline `nmt translate` of the same sentences in t
 Run by hand (results go to docs/commands/serve.md):
 
     .venv/bin/python benchmarks/serve_load.py --model multi30k-run/en-de/averaged.pt \\
-        --sentences 1000 --threads 1
+        --sentences 300 --clients 1 32 --threads 1 --rounds 5 [--baseline ../nmt-before]
 
 Loopback traffic only (127.0.0.1, a port chosen at random); the benchmark starts the server itself and
 stops it at the end. Each client loops over its share of the sentences, one POST /v1/translate at a time,
@@ -14,6 +14,11 @@ search (beam 4, lenpen 0.6) and the same torch threads; the outputs are compared
 Two more columns explain the figures: the mean batch the server formed (from its /metrics), and the
 model alone (no HTTP, no queue, in another process) translating chunks of C lines, the most a server can
 reach when C closed-loop clients never let a batch hold more than C lines.
+
+`--baseline DIR` serves the same model from an older source tree too (DIR holds its `nmt` package), and
+`--rounds N` repeats the offline run and every level N times, the servers taking turns within each round
+(in alternating order), so that a shared machine's load weighs on both alike; figures are medians over
+the rounds, "vs offline" against the offline run of the same round.
 """
 
 from __future__ import annotations
@@ -129,6 +134,30 @@ def load(url: str, sentences: list[str], clients: int) -> dict:
             "outputs": [results.get(i) for i in range(len(sentences))]}
 
 
+def start_server(args, tree: Path | None) -> tuple[subprocess.Popen, str]:
+    """`nmt serve` (from the source tree `tree`, else this one) on a free port; (process, url) once ready."""
+    port = free_port()
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH")) if p)
+    server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(args.model), "--port", str(port),
+                               "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms),
+                               "--quiet-ms", str(args.quiet_ms)],
+                              stderr=subprocess.DEVNULL, env=env, cwd=tree)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            if requests.get(url + "/health", timeout=1).status_code == 200:
+                return server, url
+        except (requests.ConnectionError, requests.Timeout):  # refused, or held while the model loads
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.terminate()
+            sys.exit(f"the server ({tree or 'this tree'}) did not start")
+        time.sleep(0.2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, required=True)
@@ -139,56 +168,61 @@ def main() -> None:
     ap.add_argument("--max-wait-ms", type=float, default=50.0)
     ap.add_argument("--quiet-ms", type=float, default=5.0)
     ap.add_argument("--alone-sentences", type=int, default=256, help="sentences for the model-alone column")
+    ap.add_argument("--baseline", type=Path, help="folder holding an older `nmt` package: its server runs too")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat everything; medians over the rounds")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
     sentences = read_sentences(args.data / "test_2016_flickr.en.gz", args.sentences)
-    offline_s, offline_out = offline(args.model, sentences, args.threads)
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(args.model), "--port", str(port),
-                               "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms), "--quiet-ms", str(args.quiet_ms)],
-                              stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    trees: dict[str, Path | None] = {"nmt": None}
+    if args.baseline:
+        trees["nmt@base"] = args.baseline.resolve()
+    servers = {name: start_server(args, tree) for name, tree in trees.items()}
+    runs: dict[tuple[str, int], list[dict]] = {(name, c): [] for name in servers for c in args.clients}
+    offline_rates, offline_out = [], []
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if requests.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except (requests.ConnectionError, requests.Timeout):  # refused, or held while the model loads
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                sys.exit("the server did not start")
-            time.sleep(0.2)
-        rows = []
-        for c in args.clients:
-            before = batch_stats(url)
-            rows.append(load(url + "/v1/translate", sentences, c))
-            after = batch_stats(url)
-            rows[-1]["mean_batch"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
+        for r in range(args.rounds):
+            offline_s, offline_out = offline(args.model, sentences, args.threads)
+            offline_rates.append(len(sentences) / offline_s)
+            for c in args.clients:
+                for name in (list(servers) if r % 2 == 0 else list(servers)[::-1]):
+                    url = servers[name][1]
+                    before = batch_stats(url)
+                    row = load(url + "/v1/translate", sentences, c)
+                    after = batch_stats(url)
+                    row["mean_batch"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
+                    row["vs_offline"] = row["sentences_per_s"] / offline_rates[-1]
+                    row["same"] = sum(a == b for a, b in zip(row.pop("outputs"), offline_out))
+                    runs[name, c].append(row)
     finally:
-        server.terminate()
-        server.wait(timeout=120)
+        for server, _ in servers.values():
+            server.terminate()
+            server.wait(timeout=120)
 
     alone = model_alone(args.model, sentences[: args.alone_sentences], args.clients, args.threads)
-    offline_rate = len(sentences) / offline_s
-    one = next((r for r in rows if r["clients"] == 1), rows[0])
-    print(f"offline `nmt translate`: {len(sentences)} sentences in {offline_s:.1f} s = {offline_rate:.1f} sentences/s "
-          f"(threads {args.threads}, {os.cpu_count()} CPUs)")
-    print("| clients | sentences/s | vs offline | vs 1 client | p50 ms | p95 ms | p99 ms | errors | same output as offline "
-          "| mean batch | model alone, batches of C lines |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    offline_rate = statistics.median(offline_rates)
+    rows = []
+    for (name, c), found in runs.items():
+        row = {k: statistics.median(x[k] for x in found)
+               for k in ("sentences_per_s", "vs_offline", "p50", "p95", "p99", "mean_batch", "seconds")}
+        row.update(server=name, clients=c, errors=sum(x["errors"] for x in found), same=min(x["same"] for x in found),
+                   model_alone=alone[c])
+        rows.append(row)
+    print(f"offline `nmt translate`: {len(sentences)} sentences at {offline_rate:.1f} sentences/s (median of "
+          f"{args.rounds} round(s): {', '.join(f'{x:.1f}' for x in offline_rates)}; threads {args.threads}, "
+          f"{os.cpu_count()} CPUs)")
+    print("| server | clients | sentences/s | vs offline | vs 1 client | p50 ms | p95 ms | p99 ms | errors "
+          "| same output as offline | mean batch | model alone, batches of C lines |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in rows:
-        same = sum(a == b for a, b in zip(r["outputs"], offline_out))
-        print(f"| {r['clients']} | {r['sentences_per_s']:.1f} | {r['sentences_per_s'] / offline_rate:.0%} | "
+        one = next((x for x in rows if x["server"] == r["server"] and x["clients"] == 1), r)
+        print(f"| {r['server']} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['vs_offline']:.0%} | "
               f"{r['sentences_per_s'] / one['sentences_per_s']:.1f}x | {r['p50'] * 1000:.0f} | {r['p95'] * 1000:.0f} | "
-              f"{r['p99'] * 1000:.0f} | {r['errors']} | {same}/{len(sentences)} | {r['mean_batch']:.1f} | "
+              f"{r['p99'] * 1000:.0f} | {r['errors']} | {r['same']}/{len(sentences)} | {r['mean_batch']:.1f} | "
               f"{alone[r['clients']]:.1f} ({alone[r['clients']] / offline_rate:.0%}) |")
-        r["model_alone"] = alone[r["clients"]]
     if args.json:
-        args.json.write_text(json.dumps({"offline_seconds": offline_s, "sentences": len(sentences),
-                                         "rows": [{k: v for k, v in r.items() if k != "outputs"} for r in rows]},
-                                        indent=2) + "\n")
+        args.json.write_text(json.dumps({"offline_rates": offline_rates, "sentences": len(sentences),
+                                         "rounds": args.rounds, "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

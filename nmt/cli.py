@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperGroup
 from typing_extensions import Annotated
 
-from nmt.config import FilterConfig, InferenceConfig, ModelConfig, Overrides, SearchConfig, TrainConfig
+from nmt.config import FilterConfig, InferenceConfig, ModelConfig, Overrides, SearchConfig, ServeConfig, TrainConfig
 from nmt.errors import NmtError, os_error_message
 from nmt.options import with_config_options
 
@@ -524,37 +524,30 @@ def download_command(
 
 @app.command("serve", epilog="Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s "
                               "localhost:8080/v1/translate -H 'Content-Type: application/json' -d '{\"text\": \"A man is walking.\"}'")
-@with_config_options({"search": SearchConfig, "inference": InferenceConfig})
+@with_config_options({"search": SearchConfig, "inference": InferenceConfig, "server": ServeConfig})
 def serve_command(
     model: ModelPaths,
     search: Overrides[SearchConfig],
     inference: Overrides[InferenceConfig],
+    server: Overrides[ServeConfig],
     host: Annotated[str, typer.Option("--host", help="Address to listen on (127.0.0.1: this machine only; "
                                       "0.0.0.0: every interface, e.g. behind a reverse proxy).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8080,
-    max_wait_ms: Annotated[float, typer.Option("--max-wait-ms", help="How long a request waits at most for others "
-                                               "to join its batch.")] = 50.0,
-    quiet_ms: Annotated[float, typer.Option("--quiet-ms", help="A batch goes once no request has come for this "
-                                            "long.")] = 5.0,
-    max_queue: Annotated[int, typer.Option("--max-queue", help="Lines waiting at most; then 503 + Retry-After.")] = 4096,
-    max_lines: Annotated[int, typer.Option("--max-lines", help="Lines per request at most (413 beyond).")] = 256,
-    max_chars: Annotated[int, typer.Option("--max-chars", help="Characters per line at most (413 beyond).")] = 5000,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds a request may wait (504 after).")] = 60.0,
 ) -> None:
-    """Serve a checkpoint over HTTP: POST /v1/translate, LibreTranslate's POST /translate, /health, /metrics;
-    concurrent requests are batched together. Needs the web stack: pip install "nmt[serve]"."""
+    """Serve a checkpoint over HTTP: POST /v1/translate, LibreTranslate's API (POST /translate, /detect,
+    /languages, /frontend/settings), /health, /metrics, /docs; concurrent requests are batched together.
+    Needs the web stack: pip install "nmt[serve]"."""
     from nmt.config import check_range
     from nmt.console import plain_logger
     from nmt.progress import Progress
-    from nmt.serve import ServeConfig, listen, model_info, require_web_stack, serve
+    from nmt.serve import check_files, listen, model_info, require_web_stack, serve
     from nmt.translate import Translator
 
     require_web_stack()
     check_range("--port", port, 0, 65535)
     options = inference.apply()
-    cfg = ServeConfig(max_batch_sentences=options.batch_size, max_batch_tokens=options.max_tokens,
-                      max_wait_ms=max_wait_ms, quiet_ms=quiet_ms, max_queue=max_queue, max_lines=max_lines,
-                      max_chars=max_chars, timeout=timeout).validate()
+    cfg = (server | Overrides(ServeConfig, {"max_batch_sentences": options.batch_size})).apply()
+    check_files(cfg)  # now, not once the model is loaded
     set_threads(options.threads)
     sock = listen(host, port)
     log = plain_logger()

@@ -22,6 +22,7 @@ import enum
 import math
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Sequence, TypeVar, Union
 
 from nmt.errors import ConfigError
@@ -460,6 +461,46 @@ class FilterConfig:
             max_len, min_len = flag_of(FilterConfig, "max_len"), flag_of(FilterConfig, "min_len")
             raise ConfigError(f"{max_len} {self.max_len} is below {min_len} {self.min_len}; raise {max_len}")
         return self
+
+
+# The widest common encoding of one character in a request body: JSON's \uXXXX escape (what `json.dumps`
+# writes for every non-ASCII character by default), as wide as a percent-encoded 2-byte UTF-8 character.
+BYTES_PER_CHAR = 6
+BODY_OVERHEAD = 64 * 1024  # field names, quotes, commas, a multipart boundary per field
+
+
+@dataclass
+class ServeConfig:
+    """Batching, limits, timeouts, keys and logs of `nmt serve` (its model batches are InferenceConfig's)."""
+
+    max_batch_sentences: int = option(128, "Lines merged into one chunk: the engine's --batch-size.", low=1,
+                                      high=INT_MAX, cli=False)
+    max_wait_ms: float = option(50.0, "How long a request waits at most for others to join its batch.", low=0.0,
+                                high=60_000.0)
+    quiet_ms: float = option(5.0, "A batch goes once no request has come for this long.", low=0.0, high=60_000.0)
+    max_queue: int = option(4096, "Lines waiting at most; then 503 + Retry-After (413 for a request that can "
+                            "never fit).", low=1, high=INT_MAX)
+    max_lines: int = option(256, "Lines per request at most (413 beyond).", low=1, high=INT_MAX)
+    max_chars: int = option(5000, "Characters per line at most (413 beyond).", low=1, high=INT_MAX)
+    timeout: float = option(60.0, "Seconds a request may take to send its body (408 after) and wait for its "
+                            "translations (504 after).", low=0.0, low_open=True)
+    max_body_bytes: int = option(0, "Bytes of a request body at most (413 beyond); 0: room for --max-lines x "
+                                 "--max-chars.", low=0, high=2**62)
+    drain_timeout: float = option(10.0, "On SIGTERM, seconds to finish the requests in flight before cutting "
+                                  "their connections.", low=0.0, high=3600.0)
+    api_keys: Optional[Path] = option(None, "File of accepted API keys, one per line: translating then needs "
+                                      "api_key (403 without).")
+    access_log: Optional[Path] = option(None, "Append one line per request to this file (-: stderr).")
+
+    def validate(self) -> "ServeConfig":
+        check_fields(self)
+        return self
+
+    @property
+    def body_limit(self) -> int:
+        """Bytes a request body may hold: --max-body-bytes, or room for --max-lines lines of --max-chars
+        characters each in the widest common encoding."""
+        return self.max_body_bytes or self.max_lines * self.max_chars * BYTES_PER_CHAR + BODY_OVERHEAD
 
 
 # -- presets ---------------------------------------------------------------------------------------

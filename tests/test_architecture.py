@@ -25,11 +25,24 @@ def sources() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if p.stem != "__main__" and p != PACKAGE / "__init__.py"}
 
 
+def module_name(path: Path) -> str:
+    """nmt/serve/app.py -> nmt.serve.app; nmt/serve/__init__.py -> nmt.serve."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources() -> dict[str, Path]:
+    """Every module of the package and its subpackages (nmt/__init__ and nmt/__main__ aside), by dotted name."""
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))
+            if p.relative_to(PACKAGE).as_posix() not in ("__init__.py", "__main__.py")}
+
+
 def imports_of(path: Path, type_checking: bool = True) -> set[str]:
     """Every module an nmt source file imports, wherever the import stands (module level, functions,
     and, with `type_checking`, `if TYPE_CHECKING:` blocks, which run for type checkers only), as dotted names;
     relative imports are resolved against the file's package."""
     tree = ast.parse(path.read_text(), str(path))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     if not type_checking:
         for node in ast.walk(tree):
             if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
@@ -124,6 +137,12 @@ def test_find_cycle(g, cycle):
     assert find_cycle(g) == cycle
 
 
+def test_subpackages_are_in_the_graph():
+    g = graph()
+    assert "nmt.serve.batching" in g["nmt.serve.app"] and "nmt.serve.config" in g["nmt.serve"]
+    assert module_name(PACKAGE / "serve" / "__init__.py") == "nmt.serve"
+
+
 def test_no_import_cycles():
     assert find_cycle(graph()) == []
 
@@ -145,6 +164,24 @@ def test_no_import_cycles():
 def test_lower_layers_do_not_reach_up(module, forbidden):
     """What `module` needs at run time (batching names the dataset's type for type checkers only)."""
     assert not reachable(graph(type_checking=False), module) & forbidden
+
+
+def test_the_server_reaches_neither_training_nor_the_command_line():
+    g = graph(type_checking=False)
+    serve = [m for m in g if m == "nmt.serve" or m.startswith("nmt.serve.")]
+    assert len(serve) > 5
+    for module in serve:
+        assert not reachable(g, module) & {"nmt.train", "nmt.trainer", "nmt.cli"}, module
+
+
+def test_the_server_knows_engines_by_their_protocol_only():
+    """Any engine with translate_chunk, with_search, search_cfg and languages can serve (CTranslate2 next):
+    the serve package never names nmt.translate's Translator."""
+    for path in (PACKAGE / "serve").glob("*.py"):
+        names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
+        names |= {a.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)
+                  for a in n.names}
+        assert "Translator" not in names, path
 
 
 def test_type_checking_imports_are_seen_by_the_cycle_check_only():

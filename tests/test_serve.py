@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
@@ -20,10 +22,13 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
+pytest.importorskip("python_multipart")
+pytest.importorskip("fastapi_offline")
 import requests  # noqa: E402
 
+from nmt.errors import ConfigError, InputError, OutputError  # noqa: E402
 from nmt.search import Hypothesis, SearchConfig  # noqa: E402
-from nmt.serve import Batcher, Overloaded, ServeConfig  # noqa: E402
+from nmt.serve import Batcher, Overloaded, ServeConfig, TooLarge, check_files  # noqa: E402
 from nmt.translate import Translation  # noqa: E402
 
 from test_cli import ENV, nmt, ok  # noqa: E402
@@ -105,30 +110,134 @@ def test_batcher_waits_for_the_clients_it_just_answered():
     assert model.calls == [["a"], ["b", "c"]]
 
 
-def test_batcher_queue_limit_and_cancel():
+def test_batcher_waits_for_every_client_just_answered():
+    """Under load the batch waits (within max_wait) for as many requests as the last batch answered, even when
+    they come farther apart than quiet_ms: a and b run from 0.05 to 0.55 s; their clients come back at 0.6 and
+    0.75 s. Cut at quiet_ms, c would go alone and the clients would split into two cohorts for good."""
+    async def main():
+        model = FakeModel(delay=0.5)
+        batcher = Batcher(model, ServeConfig(max_wait_ms=400, quiet_ms=50))
+        batcher.start()
+        first = [batcher.submit([line], BEAM4) for line in ("a", "b")]
+        await asyncio.sleep(0.6)
+        later = [batcher.submit(["c"], BEAM4)]
+        await asyncio.sleep(0.15)
+        later.append(batcher.submit(["d"], BEAM4))
+        await asyncio.gather(*(p.future for p in first + later))
+        await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+        return model.calls
+
+    assert asyncio.run(main()) == [["a", "b"], ["c", "d"]]
+
+
+def test_batcher_queue_limit_and_withdraw():
     async def main():
         model = FakeModel()
         batcher = Batcher(model, ServeConfig(max_queue=3, max_wait_ms=300, quiet_ms=300))
         batcher.start()
+        with pytest.raises(TooLarge, match="--max-queue"):  # could never fit: retrying cannot help
+            batcher.submit(["a", "b", "c", "d"], BEAM4)
         first = batcher.submit(["a", "b"], BEAM4)
         with pytest.raises(Overloaded, match="--max-queue 3"):
             batcher.submit(["c", "d"], BEAM4)
         gone = batcher.submit(["e"], BEAM4)
-        batcher.cancel(gone)  # the client went away before the batch was taken
+        assert batcher.withdraw(gone)  # the client went away before the batch was taken ...
+        assert batcher.queued_lines == 2  # ... and its place in the queue is free at once
+        again = batcher.submit(["f"], BEAM4)
         assert [t.text for t in await first.future] == ["A", "B"]
+        assert [t.text for t in await again.future] == ["F"]
         await asyncio.get_running_loop().run_in_executor(None, batcher.close)
         return model.calls, gone.future.done()
 
     calls, gone_done = asyncio.run(main())
-    assert calls == [["a", "b"]] and not gone_done  # no work was done for the withdrawn request
+    assert calls == [["a", "b", "f"]] and not gone_done  # no work was done for the withdrawn request
+
+
+class FailingModel(FakeModel):
+    """Fails on any call that holds the line "boom" (as the tokenizer did on a lone surrogate)."""
+
+    def __call__(self, lines: list[str], search: SearchConfig) -> list[Translation]:
+        out = super().__call__(lines, search)
+        if "boom" in lines:
+            raise UnicodeEncodeError("utf-8", "boom", 0, 1, "surrogates not allowed")
+        return out
+
+
+def test_a_failing_request_fails_alone():
+    """The batch fails; each request is tried again alone: the others get their lines, the culprit its error."""
+    async def main():
+        model = FailingModel()
+        batcher = Batcher(model, ServeConfig(max_wait_ms=200, quiet_ms=200))
+        batcher.start()
+        pending = [batcher.submit(lines, BEAM4) for lines in (["a"], ["boom", "b"], ["c"])]
+        results = await asyncio.gather(*(p.future for p in pending), return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+        return model.calls, results
+
+    calls, (a, boom, c) = asyncio.run(main())
+    assert calls == [["a", "boom", "b", "c"], ["a"], ["boom", "b"], ["c"]]
+    assert [t.text for t in a] == ["A"] and [t.text for t in c] == ["C"]
+    assert isinstance(boom, UnicodeEncodeError)
+
+
+class FakeEngine:
+    """The engine protocol around FakeModel: search settings and languages, nothing loaded."""
+
+    search_cfg = SearchConfig()
+    languages = ("en", "de")
+
+    def __init__(self, model: FakeModel):
+        self.model = model
+
+    def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
+        return self.model(lines, self.search_cfg)
+
+    def with_search(self, cfg: SearchConfig) -> "FakeEngine":
+        return self
+
+
+class Broken(FakeModel):
+    def __call__(self, lines: list[str], search: SearchConfig) -> list[Translation]:
+        raise RuntimeError("device lost\nsecond line")
+
+
+def test_a_failure_of_the_server_itself_is_a_json_500_and_one_log_line():
+    """The application in this process, on uvicorn in a thread, with an engine that always fails."""
+    import uvicorn
+
+    from nmt.serve import ModelInfo, listen
+    from nmt.serve.app import create_app
+
+    errors: list[str] = []
+    engine = FakeEngine(FakeModel())
+    gate = create_app(engine, ModelInfo("fake", "en", "de", "0" * 64, {}), ServeConfig(quiet_ms=0),
+                      translate=Broken(), on_error=errors.append)
+    sock = listen("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(gate, log_level="critical"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = requests.post(url + "/v1/translate", json={"text": "a"}, timeout=30)
+        assert r.status_code == 500 and r.headers["Content-Type"] == "application/json", r.text
+        assert r.json() == {"error": "internal error: RuntimeError: device lost"}
+        assert errors == ["POST /v1/translate: RuntimeError: device lost"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert gate.counts == {"served": 0, "failed": 1, "dropped": 0}
 
 
 PINNED_THREADS = """
 import threading, time, torch
 from nmt.search import SearchConfig
-from nmt.serve import translator_function
+from nmt.serve import translate_function
 
-class Busy:  # a stand-in Translator: its translate_chunk measures how many cores a large matmul uses
+class Busy:  # a stand-in engine: its translate_chunk measures how many cores a large matmul uses
     def with_search(self, search):
         return self
     def translate_chunk(self, lines):
@@ -140,7 +249,7 @@ class Busy:  # a stand-in Translator: its translate_chunk measures how many core
         return (time.process_time() - cpu) / (time.perf_counter() - wall)
 
 torch.set_num_threads(1)
-translate = translator_function(Busy())
+translate = translate_function(Busy())
 out = {}
 worker = threading.Thread(target=lambda: out.update(ratio=translate(["x"], SearchConfig())))
 worker.start()
@@ -237,7 +346,8 @@ def test_a_list_comes_back_in_order_and_libretranslate_works(server, sources, of
     r = server.post("/translate", {"q": sources[0], "source": "en", "target": "de", "format": "text"})
     assert r.json() == {"translatedText": offline[0]}
     r = server.post("/translate", {"q": sources[:2], "source": "auto", "target": "de"})
-    assert r.json() == {"translatedText": offline[:2]}
+    assert r.json() == {"translatedText": offline[:2],
+                        "detectedLanguage": [{"language": "en", "confidence": 100.0}] * 2}
 
 
 def test_nbest_and_beam_per_request(server, sources):
@@ -265,6 +375,115 @@ def test_bad_requests_get_a_json_error(server, body, status, words):
     assert r.status_code == status and words in r.json()["error"], r.text
 
 
+def test_one_bad_request_fails_alone(server, sources, offline):
+    """A lone surrogate broke the tokenizer, and with it the 10 requests of its batch (plain-text 500s)."""
+    texts = sources[:10]
+    texts[3] = "a man \ud800 is walking ."
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        got = list(pool.map(lambda t: server.post("/v1/translate", {"text": t}), texts))
+    bad = got.pop(3)
+    assert bad.status_code == 400 and "lone surrogate" in bad.json()["error"], bad.text
+    assert [r.status_code for r in got] == [200] * 9
+    assert [r.json()["translations"][0] for r in got] == offline[:3] + offline[4:10]
+
+
+@pytest.mark.parametrize("method, path, body, headers, status", [
+    ("GET", "/nowhere", None, {}, 404),
+    ("DELETE", "/v1/translate", None, {}, 405),
+    ("POST", "/v1/translate", b'{"text": 5}', {"Content-Type": "application/json"}, 422),
+    ("POST", "/v1/translate", b'{"text": ', {"Content-Type": "application/json"}, 400),
+    ("POST", "/translate", b"q=a", {"Content-Type": "text/plain"}, 415),
+    ("POST", "/translate", b"[" * 100_000, {"Content-Type": "application/json"}, 400),
+    ("POST", "/v1/translate", b"[" * 100_000, {"Content-Type": "application/json"}, 400),
+    ("POST", "/translate", b"q=a&source=en", {"Content-Type": "application/x-www-form-urlencoded"}, 400),
+    ("POST", "/v1/translate", json.dumps({"text": ["a"] * 51}).encode(), {"Content-Type": "application/json"}, 413),
+    ("POST", "/static-offline-docs/swagger-ui.css", b"", {}, 405),
+])
+def test_every_error_is_json(server, method, path, body, headers, status):
+    r = requests.request(method, server.url + path, data=body, headers=headers, timeout=30)
+    assert r.status_code == status and r.headers["Content-Type"] == "application/json", (r.status_code, r.text)
+    assert set(r.json()) == {"error"} and r.json()["error"]
+
+
+def raw_request(port: int, head: bytes, body_chunks=(), pause: float = 0.0) -> tuple[bytes, float, int]:
+    """Send `head` and then the chunks, stopping as soon as the server answers; (what it answered, the
+    seconds that took, the body bytes sent). Reads until the server closes the connection."""
+    start = time.monotonic()
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(head)
+        for chunk in body_chunks:
+            if select.select([s], [], [], pause)[0]:
+                break  # the answer is there: stop sending
+            try:
+                s.sendall(chunk)
+            except OSError:  # the server closed the connection
+                break
+            sent += len(chunk)
+        answer = b""
+        try:
+            while data := s.recv(65536):
+                answer += data
+        except OSError:
+            pass
+    return answer, time.monotonic() - start, sent
+
+
+def test_a_huge_body_is_refused_from_its_content_length(server):
+    """A 500 MB body was buffered whole (1.6 GB of memory); now its Content-Length gets a 413 at once, and the
+    connection is closed without reading it."""
+    head = (b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 500000000\r\n\r\n")
+    answer, seconds, _ = raw_request(server.port, head, [b'{"text": "' + b"a" * 1000])
+    status, _, body = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 413") and b"connection: close" in status.lower(), answer[:300]
+    assert "500,000,000 bytes" in json.loads(body)["error"] and seconds < 10
+
+
+def test_a_chunked_body_is_counted_as_it_streams(server):
+    """No Content-Length: the bytes are counted as they come, and the 413 comes once they pass the limit
+    (--max-lines 50 x --max-chars 300 here: about 150 kB), long before the 4 MB the client would send."""
+    head = (b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n%s\r\n" % (16384, b"a" * 16384)
+    answer, _, sent = raw_request(server.port, head, [chunk] * 256, pause=0.02)
+    status, _, body = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 413"), answer[:300]
+    assert "bytes arrived" in json.loads(body.split(b"\r\n")[1] if body[:1] != b"{" else body)["error"]
+    assert sent < 1_000_000
+
+
+def test_libretranslate_forms_lines_and_alternatives(server, sources, offline):
+    """LibreTranslate's clients send forms (urlencoded or multipart) and texts of several lines."""
+    text = "\n".join(sources[:3])
+    form = {"q": text, "source": "en", "target": "de"}
+    for r in (requests.post(server.url + "/translate", data=form, timeout=60),
+              requests.post(server.url + "/translate", files={k: (None, v) for k, v in form.items()}, timeout=60),
+              server.post("/translate", form)):
+        assert r.status_code == 200 and r.json() == {"translatedText": "\n".join(offline[:3])}, r.text
+    r = server.post("/translate", {"q": [sources[0], sources[1]], "source": "auto", "target": "de", "alternatives": 2})
+    out = r.json()
+    assert out["translatedText"] == offline[:2]
+    assert out["detectedLanguage"] == [{"language": "en", "confidence": 100.0}] * 2
+    assert len(out["alternatives"]) == 2 and all(0 < len(a) <= 2 for a in out["alternatives"])
+    assert all(alt != best for alts, best in zip(out["alternatives"], offline[:2]) for alt in alts)
+    r = requests.post(server.url + "/translate", data={"q": "a", "target": "de", "alternatives": "x"}, timeout=60)
+    assert r.status_code == 400 and "alternatives" in r.json()["error"]
+
+
+def test_docs_work_offline(server):
+    """/docs and /redoc load their scripts and styles from this server, not from a CDN."""
+    for page in ("/docs", "/redoc"):
+        html = requests.get(server.url + page, timeout=10).text
+        urls = re.findall(r'(?:src|href)="([^"]+)"', html) + re.findall(r"url: '([^']+)'", html)
+        urls += re.findall(r'spec-url="([^"]+)"', html)
+        assert any(u.endswith(".js") for u in urls), html
+        for url in urls:
+            assert url.startswith("/") and not url.startswith("//"), f"{page} loads {url} from elsewhere"
+            r = requests.get(server.url + url, timeout=10)
+            assert r.status_code == 200 and len(r.content) > 100, url
+
+
 def test_libretranslate_refuses_another_direction(server):
     r = server.post("/translate", {"q": "a", "source": "de", "target": "en"})
     assert r.status_code == 400 and "translates en to de" in r.json()["error"]
@@ -279,12 +498,26 @@ def test_health_and_metrics(server):
     assert requests.get(server.url + "/docs", timeout=10).status_code == 200
 
 
-def test_a_full_queue_answers_503_with_retry_after(tiny_checkpoint):
-    srv = Server(tiny_checkpoint, "--max-queue", "4")
+@pytest.mark.slow
+def test_queue_limits_and_a_timed_out_request_is_withdrawn(tiny_checkpoint):
+    """--max-queue 4: 5 lines can never fit (413); 3 + 3 lines do not fit now (503, retry). The batch would be
+    taken 3 s after the first request, but it times out at 1 s: its 504 takes it out of the queue at once,
+    and it is never translated."""
+    srv = Server(tiny_checkpoint, "--max-queue", "4", "--timeout", "1", "--max-wait-ms", "3000", "--quiet-ms", "3000")
     try:
         r = srv.post("/v1/translate", {"text": ["a man ."] * 5})
+        assert r.status_code == 413 and "--max-queue" in r.json()["error"], r.text
+        result = {}
+        waiting = threading.Thread(target=lambda: result.update(r=srv.post("/v1/translate", {"text": ["a man ."] * 3})))
+        waiting.start()
+        time.sleep(0.5)
+        r = srv.post("/v1/translate", {"text": ["a man ."] * 3})
         assert r.status_code == 503 and r.headers["Retry-After"] == "1" and "--max-queue 4" in r.json()["error"]
-        assert srv.post("/v1/translate", {"text": ["a man ."] * 4}).status_code == 200
+        waiting.join(timeout=30)
+        assert result["r"].status_code == 504 and "--timeout" in result["r"].json()["error"]
+        assert requests.get(srv.url + "/health", timeout=10).json()["queued_lines"] == 0
+        time.sleep(2.5)  # past the time the batch would have been taken
+        assert "nmt_translated_sentences_total 0.0" in requests.get(srv.url + "/metrics", timeout=10).text
     finally:
         srv.stop()
 
@@ -305,19 +538,97 @@ def test_a_client_that_leaves_leaves_no_work_behind(tiny_checkpoint):
         srv.stop()
 
 
-def test_sigterm_finishes_what_is_in_flight_then_exits_0(tiny_checkpoint, sources, offline):
-    srv = Server(tiny_checkpoint, "--max-wait-ms", "500", "--quiet-ms", "500")
+@pytest.mark.slow
+def test_sigterm_drains_in_bounded_time_despite_stalled_clients(tiny_checkpoint, sources, offline):
+    """SIGTERM: the request in flight is answered; a client that sent half a body and stopped, and one that does
+    not read its answers, are cut after --drain-timeout (uvicorn waited for them, then printed tracebacks);
+    the summary line counts them as dropped."""
+    srv = Server(tiny_checkpoint, "--max-wait-ms", "500", "--quiet-ms", "500", "--drain-timeout", "2")
+    half = socket.create_connection(("127.0.0.1", srv.port))
+    half.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 1000\r\n\r\n{\"text\": \"a")
+    deaf = socket.socket()
+    deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small receive window
+    deaf.connect(("127.0.0.1", srv.port))
+    deaf.sendall(b"GET /static-offline-docs/swagger-ui-bundle.js HTTP/1.1\r\nHost: x\r\n\r\n" * 16)  # ~24 MB
     result = {}
     client = threading.Thread(target=lambda: result.update(r=srv.post("/v1/translate", {"text": sources})))
     client.start()
-    time.sleep(0.2)  # the request is in, waiting for its batch
+    time.sleep(0.3)  # the request is in, waiting for its batch; the deaf client's answers fill the buffers
+    start = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
-    client.join(timeout=60)
-    code, stderr = srv.stop()
+    try:
+        client.join(timeout=60)
+        _, stderr = srv.proc.communicate(timeout=30)
+    finally:
+        half.close()
+        deaf.close()
+    assert time.monotonic() - start < 12, "the drain was not bounded by --drain-timeout"
     assert result["r"].status_code == 200 and result["r"].json()["translations"] == offline
-    assert code == 0 and "Traceback" not in stderr, stderr
+    assert srv.proc.returncode == 0 and "Traceback" not in stderr.decode(), stderr.decode()
+    summary = re.search(r"stopped: (\d+) request\(s\) served, (\d+) failed, (\d+) dropped", stderr.decode())
+    assert summary, stderr.decode()
+    served, failed, dropped = map(int, summary.groups())
+    assert served >= 2 and failed == 0 and dropped == 2, stderr.decode()  # /health and the translation; half, deaf
     with pytest.raises(requests.ConnectionError):  # no longer accepting
         requests.get(srv.url + "/health", timeout=2)
+
+
+def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, sources, offline):
+    """The third-party client libretranslatepy against a real server started with --api-keys; every request
+    is a line of --access-log."""
+    libretranslatepy = pytest.importorskip("libretranslatepy")
+    from urllib.error import HTTPError
+
+    (tmp_path / "keys").write_text("# our clients\nk-one\n\nk-two\n")
+    log = tmp_path / "access.log"
+    srv = Server(tiny_checkpoint, "--api-keys", str(tmp_path / "keys"), "--access-log", str(log))
+    try:
+        lt = libretranslatepy.LibreTranslateAPI(srv.url, api_key="k-two")
+        assert lt.translate(sources[0], "en", "de") == offline[0]
+        assert lt.translate(sources[0] + "\n" + sources[1], "auto", "de") == offline[0] + "\n" + offline[1]
+        assert lt.detect(sources[0]) == [{"language": "en", "confidence": 100.0}]
+        assert lt.languages() == [{"code": "en", "name": "en", "targets": ["de"]}]
+        for key, message in ((None, "Missing API key"), ("k-three", "Invalid API key")):
+            with pytest.raises(HTTPError) as e:
+                libretranslatepy.LibreTranslateAPI(srv.url, api_key=key).translate(sources[0], "en", "de")
+            assert e.value.code == 403 and json.loads(e.value.read())["error"].startswith(message)
+        r = srv.post("/v1/translate", {"text": sources[:2], "api_key": "k-one"})
+        assert r.status_code == 200 and r.json()["translations"] == offline[:2]
+        assert srv.post("/v1/translate", {"text": "a"}).status_code == 403
+        settings = requests.get(srv.url + "/frontend/settings", timeout=10).json()
+        assert settings["keyRequired"] is True and settings["language"]["target"]["code"] == "de"
+    finally:
+        code, stderr = srv.stop()
+    assert code == 0, stderr
+    lines = log.read_text().splitlines()
+    line = r"\S+ 127\.0\.0\.1:\d+ {} {} {} {} \d+\.\d{{3}}"
+    for method, path, status, n in (("POST", "/translate", 200, 1), ("POST", "/translate", 200, 2),
+                                    ("POST", "/detect", 200, 0), ("GET", "/languages", 200, 0),
+                                    ("POST", "/translate", 403, 0), ("POST", "/v1/translate", 200, 2)):
+        assert any(re.fullmatch(line.format(method, path, status, n), x) for x in lines), (method, path, status, lines)
+
+
+@pytest.mark.parametrize("fields, error, words", [
+    (dict(api_keys=Path("absent-keys.txt")), InputError, "--api-keys absent-keys.txt: cannot read"),
+    (dict(api_keys=Path("empty-keys.txt")), ConfigError, "--api-keys empty-keys.txt: holds no key"),
+    (dict(access_log=Path(".")), OutputError, "--access-log .: is a folder"),
+    (dict(drain_timeout=-1.0), ConfigError, "--drain-timeout must be at least"),
+    (dict(max_body_bytes=-5), ConfigError, "--max-body-bytes must be at least"),
+])
+def test_bad_serve_options(tmp_path, monkeypatch, fields, error, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty-keys.txt").write_text("# none yet\n\n")
+    with pytest.raises(error, match=re.escape(words)):
+        check_files(ServeConfig(**fields).validate())
+
+
+def test_a_bad_key_file_is_one_line_before_the_model_loads(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tmp_path / "absent.pt"), "--port", "0",
+                        "--api-keys", "absent-keys.txt"], capture_output=True, text=True, env=ENV, timeout=60,
+                       cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr == "error: --api-keys absent-keys.txt: cannot read (No such file or " \
+                                             "directory); check the path\n", r.stderr
 
 
 def test_serve_without_the_web_stack_is_one_line(tiny_checkpoint, tmp_path):
@@ -327,7 +638,8 @@ def test_serve_without_the_web_stack_is_one_line(tiny_checkpoint, tmp_path):
     env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path), ENV.get("PYTHONPATH", "")])}
     r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tiny_checkpoint), "--port", "0"],
                        capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 1 and r.stderr.strip() == 'error: nmt serve needs fastapi: pip install "nmt[serve]"'
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.strip() == 'error: nmt serve needs fastapi, fastapi-offline: pip install "nmt[serve]"'
 
 
 def test_a_busy_port_is_one_line_before_the_model_loads(tmp_path):

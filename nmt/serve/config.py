@@ -1,0 +1,32 @@
+"""The server's files: its API keys and its access log (its options are `nmt.config.ServeConfig`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.config import ServeConfig
+from nmt.errors import ConfigError, InputError
+from nmt.files import check_output_file
+
+
+def check_files(cfg: ServeConfig) -> None:
+    """InputError/OutputError naming the option unless the --api-keys file holds keys and the --access-log
+    file can be written (before the server starts, not at its first request)."""
+    if cfg.api_keys is not None:
+        read_api_keys(cfg.api_keys)
+    if cfg.access_log is not None and str(cfg.access_log) != "-":
+        check_output_file(cfg.access_log, "--access-log")
+
+
+def read_api_keys(path: Path) -> frozenset[str]:
+    """The keys of an --api-keys file: one per line; blank lines and lines starting with # are skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"--api-keys {path}: is not UTF-8 text; write one key per line") from None
+    except OSError as e:
+        raise InputError(f"--api-keys {path}: cannot read ({e.strerror or e}); check the path") from None
+    keys = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    if not keys:
+        raise ConfigError(f"--api-keys {path}: holds no key; write one key per line (or leave --api-keys out)")
+    return keys

@@ -1,0 +1,115 @@
+"""Listening, serving and stopping: the socket is taken before the model loads, uvicorn runs the application,
+and SIGTERM/SIGINT drain it within --drain-timeout, ending with one summary line."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, Optional, TextIO
+
+from nmt.errors import ConfigError, OutputError, os_error_message
+from nmt.config import ServeConfig
+from nmt.serve.engine import ModelInfo, TranslationEngine
+
+EXTRA_HINT = 'pip install "nmt[serve]"'
+# The web stack: module -> the package that installs it.
+WEB_STACK = {"fastapi": "fastapi", "uvicorn": "uvicorn", "prometheus_client": "prometheus_client",
+             "python_multipart": "python-multipart", "fastapi_offline": "fastapi-offline"}
+
+
+def require_web_stack() -> None:
+    """ConfigError naming the packages missing and the extra that installs them."""
+    missing = []
+    for module, package in WEB_STACK.items():
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(package)
+    if missing:
+        raise ConfigError(f"nmt serve needs {', '.join(missing)}: {EXTRA_HINT}")
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: one the system picks), taken before the model loads so that a busy
+    port or an unknown host is a one-line error at once rather than after the start-up."""
+    where = f"--host {host} --port {port}"
+    try:
+        family, kind, proto, _, address_ = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                              flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(f"{where}: cannot resolve the host ({e}); give an address such as 127.0.0.1") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait for TIME_WAIT
+        sock.bind(address_)
+        sock.listen(2048)  # connections wait in the backlog from now on, even before the server accepts them
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"{where}: cannot listen there ({e.strerror or e}); choose another --port, "
+                          "or stop the process that uses it") from None
+    return sock
+
+
+def address(sock: socket.socket) -> str:
+    """http://HOST:PORT of a bound socket, with the port the system picked for port 0."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@contextlib.contextmanager
+def access_log(path: Optional[Path]) -> Iterator[Optional[Callable[[str], None]]]:
+    """A function that appends one line to --access-log (stderr for "-"); None without a log."""
+    if path is None:
+        yield None
+        return
+    if str(path) == "-":
+        yield lambda line: print(line, file=sys.stderr, flush=True)
+        return
+    try:
+        f: TextIO = open(path, "a", encoding="utf-8", buffering=1)  # line-buffered: `tail -f` sees each request
+    except OSError as e:
+        raise OutputError(f"--access-log {os_error_message(e, path, 'cannot open')}") from None
+    with f:
+        def write(line: str) -> None:
+            try:
+                f.write(line + "\n")
+            except OSError:  # a full disk must not take the server down; the metrics still count
+                pass
+
+        yield write
+
+
+def serve(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, sock: socket.socket,
+          log: Callable[[str], None] = lambda s: None) -> None:
+    """Run the server on `sock` (from `listen`) until SIGINT/SIGTERM: it then stops accepting, answers what is
+    in flight within --drain-timeout, cuts what is left, and returns after one summary line."""
+    import uvicorn
+
+    from nmt.serve.app import create_app
+    from nmt.serve.drain import BACKSTOP, DrainingServer
+    from nmt.serve.middleware import access_line
+
+    def ready() -> None:
+        log(f"ready: {info.name} ({info.src} -> {info.tgt}) on {address(sock)} (API docs: /docs)")
+
+    with access_log(cfg.access_log) as write:
+        gate = create_app(engine, info, cfg, on_ready=ready, on_error=lambda line: log(f"error: {line}"),
+                          on_done=(lambda record: write(access_line(record))) if write else (lambda record: None))
+        config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=BACKSTOP)
+        server = DrainingServer(config, gate, cfg.drain_timeout, log)
+        # uvicorn turns SIGINT/SIGTERM into a graceful shutdown, then raises the signal again for the handler
+        # that was there before it: a no-op one here, so that a graceful stop exits 0, not 128 + signal.
+        previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            server.run(sockets=[sock])
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            sock.close()
+    n = gate.counts
+    log(f"stopped: {n['served']:,} request(s) served, {n['failed']:,} failed, {n['dropped']:,} dropped")
+
