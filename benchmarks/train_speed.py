@@ -68,7 +68,7 @@ def measure_nmt(spec: dict) -> dict:
         if spec.get("compile"):  # the whole model through torch.compile (inductor), shapes dynamic
             trainer.model = torch.compile(trainer.module, dynamic=True)
             trainer.sync_gradients = lambda sync: contextlib.nullcontext()  # one process: nothing to sync
-        batches, groups = trainer.epoch_groups()
+        _, batches, groups = trainer.epoch_groups()
         per_update, start = [], time.perf_counter()
         for k in range(spec["warmup"] + spec["updates"]):
             if k == spec["warmup"]:

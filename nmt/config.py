@@ -352,6 +352,10 @@ class TrainConfig:
     adam_betas: tuple[float, float] = option((0.9, 0.98), "Adam's beta1 beta2.", low=0.0, high=1.0, high_open=True)
     adam_eps: float = option(1e-9, "Adam's epsilon.", low=0.0)
     label_smoothing: float = option(0.1, "Label smoothing of the training loss.", low=0.0, high=1.0, high_open=True)
+    bpe_dropout: float = option(0.0, "Subword regularisation: each epoch a fresh sampled segmentation of the "
+                                "training text (0: the stored one). BPE models: the probability of dropping a "
+                                "merge (BPE-dropout, e.g. 0.1); SentencePiece unigram models: the sampling alpha "
+                                "(smaller is noisier, e.g. 0.5).", low=0.0, high=1.0, high_open=True)
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: no clipping).", low=0.0)
     max_updates: int = option(100000, "Stop after this many updates.", low=1, high=INT_MAX)
     max_epochs: int = option(0, "Stop after this many epochs (0: no limit).", low=0, high=INT_MAX)

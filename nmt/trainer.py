@@ -37,6 +37,7 @@ from nmt.files import atomic_write
 from nmt.loss import Workspace, label_smoothed_loss, projected_loss
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
+from nmt.regularization import Resegmenter
 from nmt.validation import Validator
 
 LOG_NAME = "log.jsonl"
@@ -186,6 +187,8 @@ class Trainer:
             raise DataError(f"{data_dir}: the train split holds no pairs; check the filters of `nmt prepare`")
         self.identity = data_identity(data_dir)
         self.tokenizer = read_tokenizer(data_dir)
+        self.resegmenter = (Resegmenter(self.train_data, self.tokenizer, train_cfg.bpe_dropout, train_cfg.seed,
+                                        model_cfg.max_positions - 1) if train_cfg.bpe_dropout > 0 else None)
         self.validator = Validator(data_dir, self.tokenizer, model_cfg.max_positions, train_cfg.max_tokens,
                                    train_cfg.valid_bleu_sentences, train_cfg.valid_beam)
         self.precision = resolve_precision(train_cfg.precision, device, training=True, d_model=model_cfg.d_model)
@@ -200,7 +203,8 @@ class Trainer:
         self.state = TrainState()
         self.session = Session(started=time.monotonic())
         self.metrics: Optional[Metrics] = None
-        self._epoch_cache: tuple[int, list[np.ndarray], list[list[int]]] = (-1, [], [])
+        # This epoch's data (the store, or its resegmentation), batches and update groups.
+        self._epoch_cache: tuple[int, Any, list[np.ndarray], list[list[int]]] = (-1, self.train_data, [], [])
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -338,7 +342,7 @@ class Trainer:
         nll_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         tokens = 0
         for k, indices in enumerate(share):
-            batch = collate(self.train_data, indices).to(self.device)
+            batch = collate(self.epoch_data(), indices).to(self.device)
             with self.sync_gradients(k == len(share) - 1):
                 with self.autocast():
                     hidden = self.model(batch.src, batch.tgt_in, project=False)  # (B, T, D)
@@ -387,13 +391,18 @@ class Trainer:
     def out_of_time(self, elapsed: float) -> bool:
         return self.cfg.max_time > 0 and elapsed >= self.cfg.max_time
 
-    def epoch_groups(self) -> tuple[list[np.ndarray], list[list[int]]]:
-        """This epoch's batches and update groups: the same on every rank, fixed by (seed, epoch)."""
+    def epoch_data(self) -> Any:
+        """This epoch's training pairs: the store, or with --bpe-dropout a fresh segmentation of it."""
+        return self.epoch_groups()[0]
+
+    def epoch_groups(self) -> tuple[Any, list[np.ndarray], list[list[int]]]:
+        """This epoch's data, batches and update groups: the same on every rank, fixed by (seed, epoch)."""
         if self._epoch_cache[0] != self.state.epoch:
-            data = self.train_data
-            batches = make_batches(data.src_lengths, data.tgt_lengths, self.cfg.max_tokens, seed=self.cfg.seed, epoch=self.state.epoch)
-            self._epoch_cache = (self.state.epoch, batches, group_updates(batches, data.tgt_lengths, self.cfg.update_tokens))
-        return self._epoch_cache[1], self._epoch_cache[2]
+            epoch = self.state.epoch
+            data = self.resegmenter.epoch(epoch) if self.resegmenter is not None else self.train_data
+            batches = make_batches(data.src_lengths, data.tgt_lengths, self.cfg.max_tokens, seed=self.cfg.seed, epoch=epoch)
+            self._epoch_cache = (epoch, data, batches, group_updates(batches, data.tgt_lengths, self.cfg.update_tokens))
+        return self._epoch_cache[1], self._epoch_cache[2], self._epoch_cache[3]
 
     def finished(self) -> str:
         """Why training is over ('' while it goes on); the same on every rank."""
@@ -450,7 +459,7 @@ class Trainer:
         try:
             with self.stop.installed():
                 while not self.finished():
-                    batches, groups = self.epoch_groups()
+                    _, batches, groups = self.epoch_groups()
                     if self.state.position >= len(groups):
                         self.state.epoch, self.state.position = self.state.epoch + 1, 0
                         continue
@@ -474,6 +483,8 @@ class Trainer:
         finally:
             if self.metrics is not None:
                 self.metrics.close()
+            if self.resegmenter is not None:
+                self.resegmenter.close()
         seconds = self.session.elapsed() - self.session.begun
         return TrainResult(self.state.updates, self.state.epoch, self.session.last_path, self.state.valid_loss, seconds,
                            tokens_seen / max(seconds, 1e-9), valid_bleu=self.state.valid_bleu, best_checkpoint=self.session.best_path,
