@@ -35,14 +35,13 @@ class Translator:
     """A checkpoint (or an ensemble of checkpoints) made ready to translate: model, tokenizer and search
     settings.
 
-    `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU. `pack`: oneDNN pre-packed fp32 weights
-    on the CPU (see `prepare_model`). Several `model_path`s decode as an `Ensemble`; they must share
-    the BPE model (and so the vocabulary).
+    `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU (see `prepare_model`). Several
+    `model_path`s decode as an `Ensemble`; they must share the BPE model (and so the vocabulary).
     """
 
     def __init__(self, model_path: Path | Sequence[Path], search_cfg: SearchConfig = SearchConfig(),
                  device: str = "cpu", max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
-                 precision: str = "fp32", pack: bool = True):
+                 precision: str = "fp32"):
         self.search_cfg = search_cfg.validate()
         check_range("--max-tokens", max_tokens, 1, INT_MAX)
         check_range("--batch-size", max_sentences, 1, INT_MAX)
@@ -51,7 +50,7 @@ class Translator:
         paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
         ckpts = [checkpoint.load(p) for p in paths]
         check_same_vocabulary(ckpts, paths)
-        models = [prepare_model(checkpoint.build_model(c, p), precision, self.device, pack=pack) for c, p in zip(ckpts, paths)]
+        models = [prepare_model(checkpoint.build_model(c, p), precision, self.device) for c, p in zip(ckpts, paths)]
         self.model = models[0] if len(models) == 1 else Ensemble(models)
         self.precision = precision
         self.tokenizer = Tokenizer.from_bytes(ckpts[0]["bpe_model"])
