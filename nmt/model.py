@@ -443,7 +443,8 @@ class Transformer(nn.Module):
 
         Advances `state` in place: its prefix, and each layer's cache as soon as the layer has run, so
         that the old cache is freed then (a new state per step would hold every layer's old and new
-        cache at once, about a cache more of peak memory).
+        cache at once, about a cache more of peak memory). With the cache, each layer runs `decoder_layer`
+        on its parts as `start_decoding` bound them, on the newest position only.
         """
         state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
         src = state.source
