@@ -282,35 +282,38 @@ def decoder_layer(p: DecoderParts, x: Tensor, memory_kv: tuple[Tensor, Tensor], 
     """
     B, T, D = x.shape
     H = p.n_heads
+    x = x.reshape(B * T, D)  # rows: what the linear layers and norms compute on (a 3-d input costs them two views)
     h = p.self_norm(x) if p.pre_norm else x
     if p.qkv is not None:
-        q, k, v = p.qkv(h).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, T, Dh) each
+        q, k, v = p.qkv(h).view(B, T, 3, H, D // H).transpose(1, 3).unbind(2)  # (B, H, T, Dh) each
     else:  # keys and values first: the order in which the gradients of h add up
-        k, v = split_heads(p.k(h), H), split_heads(p.v(h), H)  # (B, H, T, Dh)
-        q = split_heads(p.q(h), H)
+        k = p.k(h).view(B, T, H, D // H).transpose(1, 2)  # (B, H, T, Dh)
+        v = p.v(h).view(B, T, H, D // H).transpose(1, 2)
+        q = p.q(h).view(B, T, H, D // H).transpose(1, 2)
     if cache is not None:
         cache = cache.append(k, v)
         k, v = cache.k, cache.v  # (B, H, t + T, Dh)
     # The whole prefix attends causally; the newest position attends to all the cached ones and itself.
     y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, dropout_p=p.self_attention_dropout)
-    x = residual(p.pre_norm, p.self_norm, p.self_dropout, x, p.self_out(y.transpose(1, 2).reshape(B, T, D)))
+    x = residual(p.pre_norm, p.self_norm, p.self_dropout, x, p.self_out(y.transpose(1, 2).reshape(B * T, D)))
 
     h = p.cross_norm(x) if p.pre_norm else x
     k, v = memory_kv
     n = k.size(0)  # B': each source row serves the B / B' consecutive rows of x of its sentence
     q = p.cross_q(h).view(n, B // n * T, H, D // H).transpose(1, 2)  # (B', H, B/B' * T, Dh): a sentence's queries
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=src_mask, dropout_p=p.cross_attention_dropout)
-    x = residual(p.pre_norm, p.cross_norm, p.cross_dropout, x, p.cross_out(y.transpose(1, 2).reshape(B, T, D)))
+    x = residual(p.pre_norm, p.cross_norm, p.cross_dropout, x, p.cross_out(y.transpose(1, 2).reshape(B * T, D)))
     weights = None
     if need_weights:  # each row's own queries: (B, H, T, S)
         S = k.size(2)
         weights = softmax_weights(q, k, src_mask).view(n, H, B // n, T, S).transpose(1, 2).reshape(B, H, T, S)
 
     h = p.ffn_norm(x) if p.pre_norm else x
-    h = torch.relu_(p.fc1(h))  # (B, T, d_ff); in place: one buffer less per call (the gradient is the same)
+    h = torch.relu_(p.fc1(h))  # (B * T, d_ff); in place: one buffer less per call (the gradient is the same)
     if p.activation_dropout is not None:
         h = p.activation_dropout(h)
-    return LayerOutput(residual(p.pre_norm, p.ffn_norm, p.ffn_dropout, x, p.fc2(h)), cache, weights)
+    x = residual(p.pre_norm, p.ffn_norm, p.ffn_dropout, x, p.fc2(h))
+    return LayerOutput(x.view(B, T, D), cache, weights)
 
 
 class LayerOutput(NamedTuple):
