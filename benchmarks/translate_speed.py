@@ -20,7 +20,8 @@ set, model loading excluded (reported separately, as is the time to the first tr
 each, as `nmt serve` translates the requests it merged), for the `--sweep-engines`; the table gives
 sentences/s and the share of lines translated exactly as offline. `--baseline DIR`: the nmt engines
 also run from the `nmt` package in DIR (e.g. `git archive OLD_COMMIT nmt | tar -x -C DIR`), as
-ENGINE@base, in the same interleaved rounds, for before/after ratios measured under the same load.
+ENGINE@base, in the same interleaved rounds, for before/after ratios measured under the same load
+(`--baseline-engines nmt-fp32 nmt-fp32-mkl nmt-int8` adds the older code's fp32 without pre-packing).
 """
 
 from __future__ import annotations
@@ -35,19 +36,20 @@ import statistics
 import subprocess
 import sys
 import time
+from inspect import signature
 from pathlib import Path
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 ENGINES = {
-    "nmt-fp32": "nmt, fp32, KV cache (oneDNN pre-packed weights)",
-    "nmt-fp32-mkl": "nmt, fp32, KV cache, torch's default matmul (no pre-packing)",
+    "nmt-fp32": "nmt, fp32, KV cache",
+    "nmt-fp32-mkl": "nmt fp32 without oneDNN pre-packing (code before issue 22, for --baseline; now nmt-fp32)",
     "nmt-int8": "nmt --int8 (all linear layers + output projection)",
     "nmt-int8-linear": "nmt int8, output projection left fp32",
     "nmt-nocache": "nmt fp32, no KV cache (prefix recomputed each step)",
     "ct2-fp32": "CTranslate2 fp32 (exported model)",
     "ct2-int8": "CTranslate2 int8 (compute_type=int8)",
 }
-DEFAULT_ENGINES = ["nmt-fp32", "nmt-fp32-mkl", "nmt-int8", "nmt-int8-linear", "nmt-nocache", "ct2-fp32", "ct2-int8"]
+DEFAULT_ENGINES = ["nmt-fp32", "nmt-int8", "nmt-int8-linear", "nmt-nocache", "ct2-fp32", "ct2-int8"]
 BASE = "@base"  # suffix of an engine run from the --baseline source tree
 
 
@@ -93,8 +95,10 @@ def measure(args) -> dict:
         from nmt.translate import Translator
 
         precision = "int8" if engine == "nmt-int8" else "fp32"
+        # Code before issue 22 (--baseline) pre-packed fp32 weights with oneDNN unless told not to.
+        old = {"pack": False} if engine in ("nmt-fp32-mkl", "nmt-int8-linear") and "pack" in signature(Translator).parameters else {}
         translator = Translator(Path(args.model), cfg, max_tokens=args.max_tokens, max_sentences=args.batch_size,
-                                precision=precision, pack=engine not in ("nmt-fp32-mkl", "nmt-int8-linear"))
+                                precision=precision, **old)
         if engine == "nmt-int8-linear":
             from nmt.kernels import quantize_int8
 
@@ -241,10 +245,11 @@ def main() -> None:
 
 
 def with_baseline(engines: list[str], args) -> list[str]:
-    """The engines, and with --baseline each of --baseline-engines among them again as ENGINE@base."""
+    """The engines, and with --baseline each of --baseline-engines that one of them does the work of (`now`)
+    as ENGINE@base."""
     if not args.baseline:
         return list(engines)
-    return list(engines) + [e + BASE for e in engines if e in args.baseline_engines]
+    return list(engines) + [e + BASE for e in args.baseline_engines if now(e) in engines]
 
 
 def summary(key: tuple[str, int, int], ms: list[dict], refs: list[str]) -> dict:
@@ -263,6 +268,11 @@ def summary(key: tuple[str, int, int], ms: list[dict], refs: list[str]) -> dict:
 def same_share(hyps: list[str], reference: list[str]) -> float:
     """Share of `hyps` equal to the line of `reference` at the same position."""
     return sum(a == b for a, b in zip(hyps, reference)) / len(hyps)
+
+
+def now(engine: str) -> str:
+    """The engine of this tree that an engine of the code before does the work of (nmt-fp32-mkl: nmt-fp32)."""
+    return "nmt-fp32" if engine == "nmt-fp32-mkl" else engine
 
 
 def engine_order(name: str) -> tuple[int, bool]:
@@ -288,12 +298,11 @@ def print_table(rows: list[dict], startup: dict, info: dict) -> None:
             return f"{by[(a, beam)] / by[(b, beam)]:.2f}x" if (a, beam) in by and (b, beam) in by else "n/a"
         print(f"- beam {beam}: KV cache speed-up (nocache / fp32 time) {ratio('nmt-nocache', 'nmt-fp32')}; "
               f"nmt fp32 / CTranslate2 fp32 time {ratio('nmt-fp32', 'ct2-fp32')}; int8 speed-up (fp32 / int8 time) "
-              f"{ratio('nmt-fp32', 'nmt-int8')} (over unpacked fp32: {ratio('nmt-fp32-mkl', 'nmt-int8')}); "
-              f"nmt int8 / CTranslate2 int8 time {ratio('nmt-int8', 'ct2-int8')}; pre-packing speed-up "
-              f"{ratio('nmt-fp32-mkl', 'nmt-fp32')}")
+              f"{ratio('nmt-fp32', 'nmt-int8')}; nmt int8 / CTranslate2 int8 time {ratio('nmt-int8', 'ct2-int8')}")
         if info["baseline"]:
             print(f"- beam {beam}, against {info['baseline']} (time before / after): fp32 "
-                  f"{ratio('nmt-fp32' + BASE, 'nmt-fp32')}, int8 {ratio('nmt-int8' + BASE, 'nmt-int8')}")
+                  f"{ratio('nmt-fp32' + BASE, 'nmt-fp32')} (unpacked before: {ratio('nmt-fp32-mkl' + BASE, 'nmt-fp32')}), "
+                  f"int8 {ratio('nmt-int8' + BASE, 'nmt-int8')}")
     if startup:
         print(f"- start-up: `nmt --help` {startup['help_s']:.2f}s; `nmt translate` to the first translated line "
               f"{startup['first_line_fp32_s']:.2f}s (fp32), {startup['first_line_int8_s']:.2f}s (--int8), wall clock")
@@ -317,8 +326,8 @@ def print_sweep(rows: list[dict], info: dict) -> None:
     by = {(r["engine"], r["chunk"]): r["cpu_seconds"] for r in rows}
     print()
     for chunk in sorted({r["chunk"] for r in rows}):
-        parts = [f"{e} {by[(e + BASE, chunk)] / by[(e, chunk)]:.2f}x" for e in ENGINES if (e, chunk) in by and
-                 (e + BASE, chunk) in by]
+        parts = [f"{e}{BASE} / {now(e)} {by[(e + BASE, chunk)] / by[(now(e), chunk)]:.2f}x" for e in ENGINES
+                 if (now(e), chunk) in by and (e + BASE, chunk) in by]
         versus = [f"{e} / ct2-int8 time {by[(e, chunk)] / by[('ct2-int8', chunk)]:.2f}x" for e in ("nmt-fp32", "nmt-int8")
                   if (e, chunk) in by and ("ct2-int8", chunk) in by]
         print(f"- batches of {chunk}: speed-up over the baseline (time before / after): {', '.join(parts) or 'n/a'}; "

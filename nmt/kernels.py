@@ -1,5 +1,5 @@
-"""CPU inference kernels and precisions: oneDNN pre-packed fp32 linear layers, dynamic int8
-quantisation with direct kernel calls, and fp16/bf16 models on CUDA (`prepare_model`)."""
+"""Inference precisions: dynamic int8 quantisation on the CPU (`Int8Linear`) and fp16/bf16 models on
+CUDA (`prepare_model`)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,11 @@ from nmt.device import resolve_precision
 from nmt.errors import ConfigError
 
 
-def prepare_model(model, precision: str = "fp32", device: str | torch.device = "cpu", int8_output: bool = True,
-                  pack: bool = True):
+def prepare_model(model, precision: str = "fp32", device: str | torch.device = "cpu", int8_output: bool = True):
     """Move a model (in eval mode) to `device` and make it ready for inference in `precision`.
 
-    Always: each decoder layer's self-attention gets one q|k|v projection for decoding steps
-    (`fuse_self_attention`).
-    fp32 on the CPU: with `pack` and oneDNN, the tied output projection gets oneDNN pre-packed weights
-    (`PackedLinear`, same function, faster matrix products), and so do the other linear layers on
-    CPUs with AVX-512 (`pack_every_layer`).
+    Always: each decoder layer's self-attention computes q|k|v in one product (`Transformer.fuse_qkv`).
+    fp32: torch's own kernels.
     int8: dynamic quantisation of every nn.Linear (weights int8 per output channel, activations
     quantised on the fly), and, with `int8_output`, of the tied output projection too (through an
     int8 copy of the embedding table; the embedding lookups stay fp32).
@@ -31,78 +27,14 @@ def prepare_model(model, precision: str = "fp32", device: str | torch.device = "
     device = torch.device(device)
     precision = resolve_precision(precision, device)
     model = model.to(device).eval()
-    fuse_self_attention(model)
+    model.fuse_qkv()
     if precision == "fp16":
         model = model.half()
     elif precision == "bf16":
         model = model.to(torch.bfloat16)
     elif precision == "int8":
         model = quantize_int8(model, output=int8_output)
-    elif device.type == "cpu" and pack and onednn_available():
-        model.use_output_projection()
-        if pack_every_layer():
-            replace_linears(model, PackedLinear.from_linear)
-        else:
-            model.output_proj = PackedLinear.from_linear(model.output_proj)
     return model
-
-
-def fuse_self_attention(model) -> None:
-    """Give each decoder layer's self-attention `qkv_proj`, one nn.Linear computing q|k|v (D -> 3D),
-    which decoding steps use (`nmt.model.layer_step`): one matrix product in place of three, and with
-    int8 one quantisation of the input (the weights are quantised per output channel, so the numbers
-    are those of the three layers). A copy of the weights, made for inference: it does not follow
-    further training of q_proj, k_proj and v_proj."""
-    for layer in model.decoder:
-        attn = layer.self_attn
-        projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-        fused = nn.Linear(attn.q_proj.in_features, 3 * attn.q_proj.out_features,
-                          device=attn.q_proj.weight.device, dtype=attn.q_proj.weight.dtype)
-        with torch.no_grad():
-            fused.weight.copy_(torch.cat([p.weight for p in projections]))
-            fused.bias.copy_(torch.cat([p.bias for p in projections]))
-        attn.qkv_proj = fused.requires_grad_(False)
-
-
-def pack_every_layer() -> bool:
-    """Whether oneDNN pre-packing pays for the d_model-sized linear layers too, not just the output
-    projection: measured yes on an AVX-512 CPU, no on an AVX2 one, where each pre-packed call costs
-    about 30 us more than torch's default path, which a decoding step's few rows do not earn back
-    (docs/benchmarks-translate.md)."""
-    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
-
-
-def onednn_available() -> bool:
-    """Whether this torch can run `PackedLinear` (oneDNN pre-packed fp32 linear layers)."""
-    try:
-        return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-    except (AttributeError, RuntimeError):
-        return False
-
-
-class PackedLinear(torch.nn.Module):
-    """`nn.Linear` for CPU inference with its weight pre-packed in oneDNN's blocked layout.
-
-    The same function (fp32, results equal to rounding); faster because oneDNN's matrix product with a
-    pre-packed weight runs about twice as fast as torch's default BLAS path on the CPUs we measured
-    (docs/benchmarks-translate.md). No autograd, no state dict entries: build it from a trained layer.
-    """
-
-    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None):
-        super().__init__()
-        self.in_features, self.out_features = weight.size(1), weight.size(0)
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().float().contiguous())
-        self.bias = None if bias is None else bias.detach().float().contiguous()
-
-    @classmethod
-    def from_linear(cls, linear: torch.nn.Linear) -> "PackedLinear":
-        return cls(linear.weight, linear.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
 def replace_linears(module: torch.nn.Module, make) -> None:
@@ -154,8 +86,8 @@ FEW_ROWS = 128
 
 class Int8Linear(torch.nn.Module):
     """A dynamically quantised linear layer (weights int8 per output channel, activations quantised per
-    call), calling the kernel directly: torch's own module goes through Python-level checks on every
-    call that cost as much as a small layer's arithmetic during decoding.
+    call), calling torch's operator (`torch.ops.quantized.linear_dynamic`) itself: torch's own module adds
+    Python-level work on every call that costs as much as a small layer's arithmetic during decoding.
 
     `few_rows`: the weights packed for another backend's kernel, used for inputs of fewer than
     `FEW_ROWS` rows (the numbers differ a little between backends, as they do between batches).
@@ -165,8 +97,6 @@ class Int8Linear(torch.nn.Module):
         super().__init__()
         self.packed, self.in_features, self.out_features = packed, in_features, out_features
         self.few_rows, self.few_numel = few_rows, FEW_ROWS * in_features if few_rows is not None else 0
-        overload = torch.ops.quantized.linear_dynamic.default
-        self.op = getattr(overload, "_op", overload)  # the C++ callable, past the Python-level checks
 
     @classmethod
     def of(cls, linear: nn.Linear, engine: str, few_rows_engine: Optional[str] = None) -> "Int8Linear":
@@ -175,17 +105,19 @@ class Int8Linear(torch.nn.Module):
         return cls(int8_pack(linear, engine), linear.in_features, linear.out_features, few_rows)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() < self.few_numel:
-            return self.op(x, self.few_rows, True)
-        return self.op(x, self.packed, True)  # reduce_range=True, as torch's module (quantisation version 4)
+        packed = self.few_rows if x.numel() < self.few_numel else self.packed
+        return LINEAR_DYNAMIC(x, packed, True)  # reduce_range=True, as torch's module (quantisation version 4)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
+LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default  # (x, packed weights, reduce_range) -> fp32
+
+
 def int8_pack(linear: nn.Linear, engine: str):
-    """The packed int8 weights (per output channel) and bias of `linear` for the kernels of `engine`, as
-    torch.ao's dynamic quantisation makes them."""
+    """The packed int8 weights (per output channel) and bias of `linear` for the kernels of `engine`: the
+    weights torch.ao's dynamic quantisation makes, packed by `quantized::linear_prepack`."""
     try:
         import torch.ao.nn.quantized.dynamic as nnqd
         from torch.ao.quantization import per_channel_dynamic_qconfig
@@ -198,6 +130,7 @@ def int8_pack(linear: nn.Linear, engine: str):
         try:  # the packed weights keep the backend they were made with
             torch.backends.quantized.engine = engine
             linear.qconfig = per_channel_dynamic_qconfig
-            return nnqd.Linear.from_float(linear)._packed_params._packed_params
+            quantized = nnqd.Linear.from_float(linear)
+            return torch.ops.quantized.linear_prepack(quantized.weight(), quantized.bias())
         finally:
             torch.backends.quantized.engine = before

@@ -7,6 +7,9 @@ Incremental decoding carries a `DecodingState` from step to step: the tokens fed
 source (shared by a sentence's hypotheses) and each decoder layer's self-attention `KVCache`. `step`
 advances it; search reorders, shrinks or widens it with `select` and `expand`, the one place that
 knows its layout. The layers themselves change nothing: they return the grown cache.
+
+A decoder layer is one function, `decoder_layer`, of the layer's parts: training, decoding without the
+cache (the reference) and each cached step compute with the same code.
 """
 
 from __future__ import annotations
@@ -64,8 +67,33 @@ class Dropout(nn.Dropout):
         return _Dropout.apply(x, self.p)
 
 
+Fn = Callable[[Tensor], Tensor]
+
+
+def split_heads(x: Tensor, n_heads: int) -> Tensor:
+    """(B, L, D) -> (B, H, L, Dh)"""
+    B, L, D = x.shape
+    return x.view(B, L, n_heads, D // n_heads).transpose(1, 2)
+
+
+def merge_heads(y: Tensor) -> Tensor:
+    """(B, H, L, Dh) -> (B, L, D)"""
+    B, H, L, Dh = y.shape
+    return y.transpose(1, 2).reshape(B, L, H * Dh)
+
+
+def softmax_weights(q: Tensor, k: Tensor, mask: Optional[Tensor]) -> Tensor:
+    """softmax(q k^T / sqrt(Dh)) where boolean `mask` allows. q (B, H, Tq, Dh), k (B, H, Tk, Dh) -> (B, H, Tq, Tk)"""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1)
+
+
 class MultiHeadAttention(nn.Module):
-    """Scaled dot-product attention over H heads, via torch's fused `scaled_dot_product_attention`."""
+    """Scaled dot-product attention over H heads: queries, keys and values projected from the input, the
+    heads' outputs projected back. In two halves, so that keys and values can be kept (the source's, once per
+    sentence; the decoder's cache): `project_kv`, then `attend`."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float):
         super().__init__()
@@ -75,38 +103,32 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = dropout
+        # Inference only (see `fuse_qkv`): q|k|v in one product; None: the three projections.
+        self.qkv: Optional[nn.Linear] = None
 
-    def split_heads(self, x: Tensor) -> Tensor:
-        B, L, D = x.shape
-        return x.view(B, L, self.n_heads, D // self.n_heads).transpose(1, 2)  # (B, H, L, Dh)
+    def fuse_qkv(self) -> None:
+        """From now on, compute queries, keys and values with one nn.Linear (D -> 3D): one matrix product in
+        place of three, and with int8 one quantisation of the input (the weights are quantised per output
+        channel, so the numbers are those of the three layers). A copy of the weights, made for inference:
+        it does not follow further training of q_proj, k_proj and v_proj."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        fused = nn.Linear(self.q_proj.in_features, 3 * self.q_proj.out_features,
+                          device=self.q_proj.weight.device, dtype=self.q_proj.weight.dtype)
+        with torch.no_grad():
+            fused.weight.copy_(torch.cat([p.weight for p in projections]))
+            fused.bias.copy_(torch.cat([p.bias for p in projections]))
+        self.qkv = fused.requires_grad_(False)
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of `x` (B, L, D), each (B, H, L, Dh)."""
-        return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
+        return split_heads(self.k_proj(x), self.n_heads), split_heads(self.v_proj(x), self.n_heads)
 
-    def attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
-               causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Optional[Tensor]]:
-        """Queries from `x` (B, Tq, D) over precomputed keys/values (B, H, Tk, Dh).
-
-        Returns the output (B, Tq, D) and, with `need_weights` (for plots; no causal mask), the
-        softmax weights (B, H, Tq, Tk) of the same queries; the output is SDPA's either way.
-        `mask` is boolean, True where attention is allowed, broadcastable to (B, H, Tq, Tk).
-        """
-        q = self.split_heads(self.q_proj(x))  # (B, H, Tq, Dh)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=causal, dropout_p=self.dropout if self.training else 0.0
-        )  # (B, H, Tq, Dh)
-        B, H, Tq, Dh = y.shape
-        weights = softmax_weights(q, k, mask) if need_weights else None
-        return self.out_proj(y.transpose(1, 2).reshape(B, Tq, H * Dh)), weights  # (B, Tq, D)
-
-
-def softmax_weights(q: Tensor, k: Tensor, mask: Optional[Tensor]) -> Tensor:
-    """softmax(q k^T / sqrt(Dh)) where `mask` allows. q (B, H, Tq, Dh), k (B, H, Tk, Dh) -> (B, H, Tq, Tk)"""
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(-1)
+    def attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+        """Queries from `x` (B, Tq, D) over keys/values (B, H, Tk, Dh) -> (B, Tq, D), via torch's fused
+        `scaled_dot_product_attention`. `mask` (broadcastable to (B, H, Tq, Tk)) is True where attention is allowed."""
+        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, Dh)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+        return self.out_proj(merge_heads(y))  # (B, Tq, D)
 
 
 class FeedForward(nn.Module):
@@ -123,7 +145,8 @@ class FeedForward(nn.Module):
 
 
 class Sublayer(nn.Module):
-    """A residual connection around `fn` with LayerNorm before (pre-LN) or after (post-LN)."""
+    """The residual connection around a sublayer fn, with LayerNorm before fn (pre-LN: x + dropout(fn(norm(x))))
+    or after the sum (post-LN: norm(x + dropout(fn(x)))), as its two halves around fn: `input`, `output`."""
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
@@ -131,10 +154,21 @@ class Sublayer(nn.Module):
         self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def forward(self, x: Tensor, fn) -> Tensor:
-        if self.pre_norm:
-            return x + self.dropout(fn(self.norm(x)))
-        return self.norm(x + self.dropout(fn(x)))
+    def input(self, x: Tensor) -> Tensor:
+        """What fn takes: norm(x) (pre-LN) or x (post-LN)."""
+        return self.norm(x) if self.pre_norm else x
+
+    def output(self, x: Tensor, y: Tensor) -> Tensor:
+        """The sublayer's output from its input x and fn's output y."""
+        return residual(self.pre_norm, self.norm, self.dropout, x, y)
+
+
+def residual(pre_norm: bool, norm: Fn, dropout: Optional[Fn], x: Tensor, y: Tensor) -> Tensor:
+    """A sublayer's output from its input x and its function's output y: x + dropout(y) (pre-LN) or
+    norm(x + dropout(y)) (post-LN); without `dropout` (inference), no dropout call at all."""
+    if dropout is not None:
+        y = dropout(y)
+    return x + y if pre_norm else norm(x + y)
 
 
 class EncoderLayer(nn.Module):
@@ -148,15 +182,20 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         """x (B, S, D), src_mask (B, 1, 1, S) True at real tokens -> (B, S, D)"""
-
-        def self_attention(h: Tensor) -> Tensor:
-            return self.self_attn.attend(h, *self.self_attn.project_kv(h), mask=src_mask)[0]
-
-        x = self.attn_block(x, self_attention)
-        return self.ffn_block(x, self.ffn)
+        h = self.attn_block.input(x)
+        x = self.attn_block.output(x, self.self_attn.attend(h, *self.self_attn.project_kv(h), mask=src_mask))
+        return self.ffn_block.output(x, self.ffn(self.ffn_block.input(x)))
 
 
 class DecoderLayer(nn.Module):
+    """Causal self-attention, attention over the source, feed-forward, each a residual sublayer.
+
+    The arithmetic is `decoder_layer`'s, on the layer's `parts`: one implementation for training (the
+    whole target at once, with dropout), the decoder without a cache (the reference) and each cached
+    decoding step, which binds the parts once per batch (`Transformer.start_decoding`). The parts are
+    called as plain functions: hooks registered on them (not on the layer) do not run.
+    """
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         pre = cfg.norm == "pre"
@@ -169,45 +208,112 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
                 cache: Optional["KVCache"] = None, need_weights: bool = False) -> "LayerOutput":
-        """x (B, T, D); memory_kv: cross-attention keys/values (B', H, S, Dh); src_mask (B', 1, 1, S).
+        """`decoder_layer` on this layer's parts (see there)."""
+        return decoder_layer(self.parts(), x, memory_kv, src_mask, cache, need_weights)
 
-        B' is B, or one row per group of B / B' consecutive rows of x (the hypotheses of one sentence
-        in beam search): the source is then shared rather than copied.
+    def parts(self) -> "DecoderParts":
+        """This layer's parts as plain functions (`function_of`), with dropout in training only."""
+        sa, ca, ffn, train = self.self_attn, self.cross_attn, self.ffn, self.training
+        return DecoderParts(
+            n_heads=sa.n_heads, pre_norm=self.self_block.pre_norm,
+            self_norm=function_of(self.self_block.norm), qkv=None if sa.qkv is None else function_of(sa.qkv),
+            q=function_of(sa.q_proj), k=function_of(sa.k_proj), v=function_of(sa.v_proj),
+            self_out=function_of(sa.out_proj), self_attention_dropout=sa.dropout if train else 0.0,
+            self_dropout=self.self_block.dropout if train else None,
+            cross_norm=function_of(self.cross_block.norm), cross_q=function_of(ca.q_proj),
+            cross_out=function_of(ca.out_proj), cross_attention_dropout=ca.dropout if train else 0.0,
+            cross_dropout=self.cross_block.dropout if train else None,
+            ffn_norm=function_of(self.ffn_block.norm), fc1=function_of(ffn.fc1),
+            activation_dropout=ffn.dropout if train else None, fc2=function_of(ffn.fc2),
+            ffn_dropout=self.ffn_block.dropout if train else None)
 
-        Without `cache`, x is the whole target prefix and self-attention is causal. With `cache`,
-        x holds only the newest position(s): they attend to the cached ones and themselves, which
-        needs no mask, and the output carries the cache with their keys/values appended.
-        With `need_weights`, the output also carries the cross-attention weights (B, H, T, S).
-        """
-        new_cache, weights = None, None
 
-        def self_attention(h: Tensor) -> Tensor:
-            nonlocal new_cache
-            k, v = self.self_attn.project_kv(h)  # (B, H, T, Dh)
-            if cache is None:
-                return self.self_attn.attend(h, k, v, causal=True)[0]
-            new_cache = cache.append(k, v)
-            return self.self_attn.attend(h, new_cache.k, new_cache.v)[0]
+def function_of(module: nn.Module) -> Fn:
+    """`module` as a plain function of its input: nn.Linear and nn.LayerNorm as the torch function their forward
+    calls, with the parameters bound; any other module (an int8 layer, say) as its forward. Without
+    nn.Module's call machinery (and so without hooks), which costs microseconds per call: as much as the
+    arithmetic of a layer on the few rows of a decoding step (decoding through module calls took 1.18x the
+    time on batches of 1 sentence, docs/benchmarks-translate.md)."""
+    if type(module) is nn.Linear:
+        return functools.partial(F.linear, weight=module.weight, bias=module.bias)
+    if type(module) is nn.LayerNorm:
+        return functools.partial(torch.layer_norm, normalized_shape=module.normalized_shape, weight=module.weight,
+                                 bias=module.bias, eps=module.eps)
+    return module.forward
 
-        def cross_attention(h: Tensor) -> Tensor:
-            nonlocal weights
-            k, v = memory_kv
-            n = k.size(0)
-            if h.size(0) == n:
-                y, weights = self.cross_attn.attend(h, k, v, mask=src_mask, need_weights=need_weights)
-                return y
-            # Beam search: memory_kv has one row per sentence and h the sentence's hypotheses in
-            # consecutive rows; each hypothesis' positions become queries of its sentence's row.
-            N, T, D = h.shape
-            y, weights = self.cross_attn.attend(h.reshape(n, (N // n) * T, D), k, v, mask=src_mask,
-                                                need_weights=need_weights)
-            if weights is not None:
-                weights = weights.view(n, -1, N // n, T, k.size(2)).transpose(1, 2).reshape(N, -1, T, k.size(2))
-            return y.view(N, T, D)
 
-        x = self.self_block(x, self_attention)
-        x = self.cross_block(x, cross_attention)
-        return LayerOutput(self.ffn_block(x, self.ffn), new_cache, weights)
+class DecoderParts(NamedTuple):
+    """What `decoder_layer` computes with: a `DecoderLayer`'s settings and parts as functions (`DecoderLayer.parts`)."""
+
+    n_heads: int
+    pre_norm: bool
+    self_norm: Fn
+    qkv: Optional[Fn]  # q|k|v in one product (MultiHeadAttention.fuse_qkv), or None: q, k and v
+    q: Fn
+    k: Fn
+    v: Fn
+    self_out: Fn
+    self_attention_dropout: float  # 0 outside training
+    self_dropout: Optional[Fn]  # the residual dropouts and the FFN's activation dropout: None outside training
+    cross_norm: Fn
+    cross_q: Fn
+    cross_out: Fn
+    cross_attention_dropout: float
+    cross_dropout: Optional[Fn]
+    ffn_norm: Fn
+    fc1: Fn
+    activation_dropout: Optional[Fn]
+    fc2: Fn
+    ffn_dropout: Optional[Fn]
+
+
+def decoder_layer(p: DecoderParts, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
+                  cache: Optional["KVCache"] = None, need_weights: bool = False) -> "LayerOutput":
+    """A decoder layer: x (B, T, D); memory_kv: cross-attention keys/values (B', H, S, Dh); src_mask
+    (B', 1, 1, S), boolean (True at real tokens) or the same as an additive bias (`Source.bias`).
+
+    B' is B, or one row per group of B / B' consecutive rows of x (the hypotheses of one sentence
+    in beam search): the source is then shared rather than copied.
+
+    Without `cache`, x is the whole target prefix and self-attention is causal. With `cache`,
+    x holds only the newest position(s): they attend to the cached ones and themselves, which
+    needs no mask, and the output carries the cache with their keys/values appended.
+    With `need_weights` (and a boolean mask), the output also carries the cross-attention weights (B, H, T, S).
+    """
+    B, T, D = x.shape
+    H = p.n_heads
+    x = x.reshape(B * T, D)  # rows: what the linear layers and norms compute on (a 3-d input costs them two views)
+    h = p.self_norm(x) if p.pre_norm else x
+    if p.qkv is not None:
+        q, k, v = p.qkv(h).view(B, T, 3, H, D // H).transpose(1, 3).unbind(2)  # (B, H, T, Dh) each
+    else:  # keys and values first: the order in which the gradients of h add up
+        k = p.k(h).view(B, T, H, D // H).transpose(1, 2)  # (B, H, T, Dh)
+        v = p.v(h).view(B, T, H, D // H).transpose(1, 2)
+        q = p.q(h).view(B, T, H, D // H).transpose(1, 2)
+    if cache is not None:
+        cache = cache.append(k, v)
+        k, v = cache.k, cache.v  # (B, H, t + T, Dh)
+    # The whole prefix attends causally; the newest position attends to all the cached ones and itself.
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, dropout_p=p.self_attention_dropout)
+    x = residual(p.pre_norm, p.self_norm, p.self_dropout, x, p.self_out(y.transpose(1, 2).reshape(B * T, D)))
+
+    h = p.cross_norm(x) if p.pre_norm else x
+    k, v = memory_kv
+    n = k.size(0)  # B': each source row serves the B / B' consecutive rows of x of its sentence
+    q = p.cross_q(h).view(n, B // n * T, H, D // H).transpose(1, 2)  # (B', H, B/B' * T, Dh): a sentence's queries
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=src_mask, dropout_p=p.cross_attention_dropout)
+    x = residual(p.pre_norm, p.cross_norm, p.cross_dropout, x, p.cross_out(y.transpose(1, 2).reshape(B * T, D)))
+    weights = None
+    if need_weights:  # each row's own queries: (B, H, T, S)
+        S = k.size(2)
+        weights = softmax_weights(q, k, src_mask).view(n, H, B // n, T, S).transpose(1, 2).reshape(B, H, T, S)
+
+    h = p.ffn_norm(x) if p.pre_norm else x
+    h = torch.relu_(p.fc1(h))  # (B * T, d_ff); in place: one buffer less per call (the gradient is the same)
+    if p.activation_dropout is not None:
+        h = p.activation_dropout(h)
+    x = residual(p.pre_norm, p.ffn_norm, p.ffn_dropout, x, p.fc2(h))
+    return LayerOutput(x.view(B, T, D), cache, weights)
 
 
 class LayerOutput(NamedTuple):
@@ -296,6 +402,12 @@ class Transformer(nn.Module):
         proj.weight = self.embed.weight  # shared, not copied
         self.output_proj = proj
 
+    def fuse_qkv(self) -> None:
+        """For decoding: each decoder layer's self-attention computes q|k|v in one product from now on
+        (`MultiHeadAttention.fuse_qkv`; a copy of the weights: inference only)."""
+        for layer in self.decoder:
+            layer.self_attn.fuse_qkv()
+
     def decode(self, tgt_in: Tensor, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
                need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         """Teacher-forced decoding of the whole prefix tgt_in (B, T) -> decoder states (B, T, D), and
@@ -326,7 +438,7 @@ class Transformer(nn.Module):
         """
         memory, src_mask = self.encode(src)
         caches = [KVCache() for _ in self.decoder] if use_cache else None
-        layers = [LayerOps.of(layer) for layer in self.decoder] if use_cache else None
+        layers = [layer.parts() for layer in self.decoder] if use_cache else None
         return DecodingState(src.new_zeros(src.size(0), 0), Source.of(src_mask, self.memory_kv(memory)), caches, layers)
 
     def step(self, tokens: Tensor, state: "DecodingState") -> Tensor:
@@ -334,18 +446,18 @@ class Transformer(nn.Module):
 
         Advances `state` in place: its prefix, and each layer's cache as soon as the layer has run, so
         that the old cache is freed then (a new state per step would hold every layer's old and new
-        cache at once, about a cache more of peak memory). With the cache, each layer runs
-        `layer_step` (inference only: no dropout).
+        cache at once, about a cache more of peak memory). With the cache, each layer runs `decoder_layer`
+        on its parts as `start_decoding` bound them, on the newest position only.
         """
         state.prefix = torch.cat([state.prefix, tokens[:, None]], dim=1)  # (N, t+1)
         src = state.source
         if state.caches is None:
-            x = self.decode(state.prefix, src.kv, src.mask)[0][:, -1]  # (N, D)
+            x = self.decode(state.prefix, src.kv, src.mask)[0][:, -1:]  # (N, 1, D)
         else:
-            x = self.embed_tokens(tokens[:, None], start=state.prefix.size(1) - 1)[:, 0]  # (N, D)
-            for i, (ops, kv) in enumerate(zip(state.layers, src.kv)):
-                x, state.caches[i] = layer_step(ops, x, kv, src, state.caches[i])
-        logits = self.output_logits(x).float()  # (N, V), a tensor of our own
+            x = self.embed_tokens(tokens[:, None], start=state.prefix.size(1) - 1)  # (N, 1, D)
+            for i, (parts, kv) in enumerate(zip(state.layers, src.kv)):
+                x, state.caches[i], _ = decoder_layer(parts, x, kv, src.bias, state.caches[i])
+        logits = self.output_logits(x.squeeze(1)).float()  # (N, V), a tensor of our own
         # In place: one (N, V) buffer less to allocate (and page in) per step.
         return torch.log_softmax(logits, -1, out=logits)
 
@@ -353,84 +465,6 @@ class Transformer(nn.Module):
         """Teacher-forced cross-attention weights of every decoder layer, each (B, H, T, S), for plots."""
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, self.memory_kv(memory), src_mask, need_weights=True)[1]
-
-
-class LayerOps(NamedTuple):
-    """A decoder layer's parts as plain functions, for `layer_step`: looked up once per batch
-    (`start_decoding`) rather than at every step, and called without nn.Module's call machinery, which
-    costs microseconds per call, as much as the arithmetic of a layer with a few rows."""
-
-    n_heads: int
-    pre_norm: bool
-    self_norm: Callable[[Tensor], Tensor]
-    qkv: Optional[Callable[[Tensor], Tensor]]  # q|k|v in one product (nmt.kernels.fuse_self_attention), or None
-    q: Callable[[Tensor], Tensor]
-    k: Callable[[Tensor], Tensor]
-    v: Callable[[Tensor], Tensor]
-    out: Callable[[Tensor], Tensor]
-    cross_norm: Callable[[Tensor], Tensor]
-    cross_q: Callable[[Tensor], Tensor]
-    cross_out: Callable[[Tensor], Tensor]
-    ffn_norm: Callable[[Tensor], Tensor]
-    fc1: Callable[[Tensor], Tensor]
-    fc2: Callable[[Tensor], Tensor]
-
-    @classmethod
-    def of(cls, layer: DecoderLayer) -> "LayerOps":
-        attn, cross, ffn = layer.self_attn, layer.cross_attn, layer.ffn
-        qkv = getattr(attn, "qkv_proj", None)
-        return cls(attn.n_heads, layer.self_block.pre_norm, direct(layer.self_block.norm),
-                   None if qkv is None else direct(qkv), direct(attn.q_proj), direct(attn.k_proj),
-                   direct(attn.v_proj), direct(attn.out_proj), direct(layer.cross_block.norm),
-                   direct(cross.q_proj), direct(cross.out_proj), direct(layer.ffn_block.norm), direct(ffn.fc1),
-                   direct(ffn.fc2))
-
-
-def direct(module: nn.Module) -> Callable[[Tensor], Tensor]:
-    """`module`'s function, called without nn.Module.__call__ (so without hooks): nn.Linear and nn.LayerNorm
-    as their torch function with the parameters bound, other modules as their bound `forward`."""
-    if type(module) is nn.Linear:
-        return functools.partial(F.linear, weight=module.weight, bias=module.bias)
-    if type(module) is nn.LayerNorm:
-        return functools.partial(torch.layer_norm, normalized_shape=module.normalized_shape, weight=module.weight,
-                                 bias=module.bias, eps=module.eps)
-    return module.forward
-
-
-def layer_step(ops: LayerOps, x: Tensor, memory_kv: tuple[Tensor, Tensor], source: "Source",
-               cache: "KVCache") -> tuple[Tensor, "KVCache"]:
-    """One decoding step of a decoder layer: x (N, D), the newest position of each hypothesis -> (N, D),
-    and `cache` with the position's keys/values appended.
-
-    `DecoderLayer.forward` with a cache, on the same shapes and so with the same arithmetic, in fewer
-    tensor operations: rows of (N, D) rather than (N, 1, D), no dropout (inference only), and the
-    source mask as an additive bias made once per source. Tests compare it with the uncached decoder,
-    which runs `DecoderLayer.forward`.
-    """
-    N, D = x.shape
-    H = ops.n_heads
-    h = ops.self_norm(x) if ops.pre_norm else x
-    if ops.qkv is not None:
-        q, k, v = ops.qkv(h).view(N, 3, H, 1, D // H).unbind(1)  # (N, H, 1, Dh) each
-    else:
-        q, k, v = (proj(h).view(N, H, 1, D // H) for proj in (ops.q, ops.k, ops.v))
-    cache = cache.append(k, v)
-    y = F.scaled_dot_product_attention(q, cache.k, cache.v)  # (N, H, 1, Dh)
-    x = residual(ops, ops.self_norm, x, ops.out(y.view(N, D)))
-
-    h = ops.cross_norm(x) if ops.pre_norm else x
-    k, v = memory_kv  # (B', H, S, Dh), one row per `source.group` consecutive hypotheses
-    q = ops.cross_q(h).view(k.size(0), N // k.size(0), H, D // H).transpose(1, 2)  # (B', H, N / B', Dh)
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=source.bias)  # (B', H, N / B', Dh)
-    x = residual(ops, ops.cross_norm, x, ops.cross_out(y.transpose(1, 2).reshape(N, D)))
-
-    h = ops.ffn_norm(x) if ops.pre_norm else x
-    return residual(ops, ops.ffn_norm, x, ops.fc2(F.relu(ops.fc1(h), inplace=True))), cache
-
-
-def residual(ops: LayerOps, norm: Callable[[Tensor], Tensor], x: Tensor, y: Tensor) -> Tensor:
-    """`Sublayer`'s residual connection around a computed y = fn(norm(x)) or fn(x), without dropout."""
-    return x + y if ops.pre_norm else norm(x + y)
 
 
 def append_positions(cache: Tensor, new: Tensor, order: Optional[Tensor] = None) -> Tensor:
@@ -512,7 +546,7 @@ class DecodingState:
     prefix: Tensor  # (N, t) tokens fed so far, BOS first
     source: Source
     caches: Optional[list[KVCache]]  # one per decoder layer; None: recompute the prefix each step
-    layers: Optional[list[LayerOps]] = None  # with the caches: what each layer's step runs
+    layers: Optional[list[DecoderParts]] = None  # with the caches: each decoder layer's parts, bound once
 
     def select(self, index: Tensor) -> "DecodingState":
         """Keep hypotheses `index` (N',): reorder, drop or repeat rows. The one place that knows the layout."""

@@ -36,15 +36,14 @@ class Translator:
     """A checkpoint (or an ensemble of checkpoints) made ready to translate: model, tokenizer and search
     settings.
 
-    `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU. `pack`: oneDNN pre-packed fp32 weights
-    on the CPU (see `prepare_model`). Several `model_path`s decode as an `Ensemble`; they must share
+    `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU. (see `prepare_model`). Several `model_path`s decode as an `Ensemble`; they must share
     the tokenizer (and so the vocabulary).
     """
 
     def __init__(self, model_path: Path | Sequence[Path],
                  search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(), device: str = "cpu",
                  max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
-                 precision: Precision | str = Precision.FP32, pack: bool = True):
+                 precision: Precision | str = Precision.FP32):
         """`search_cfg`: the search, or the options given (Overrides) over the model's own defaults (an
         imported model brings some) and nmt's."""
         check_range("--max-tokens", max_tokens, 1, INT_MAX)
@@ -56,7 +55,7 @@ class Translator:
         check_models_fit(ckpts, paths)
         self.search_cfg = (search_cfg.validate() if isinstance(search_cfg, SearchConfig)
                            else search_cfg.apply(ckpts[0].search.apply()))
-        models = [prepare_model(c.build_model(p), precision, self.device, pack=pack) for c, p in zip(ckpts, paths)]
+        models = [prepare_model(c.build_model(p), precision, self.device) for c, p in zip(ckpts, paths)]
         self.model = models[0] if len(models) == 1 else Ensemble(models)
         self.precision = precision
         self.tokenizer = load_tokenizer(ckpts[0].tokenizer, str(paths[0]))

@@ -218,3 +218,35 @@ def test_the_dataset_registry_is_data():
         assert g[module] <= {"nmt.download.spec"}, module
     # and only the registry reads them
     assert {m for m in g if "nmt.download.datasets" in g[m]} == {"nmt.download.registry"}
+
+
+DECODING = ("model", "kernels", "search", "ensemble", "translate")
+
+
+def private_attributes(source: str) -> list[str]:
+    """Uses of `x._name` (not dunders, not on self) and `getattr(x, "_name")` in Python source: a library's
+    private API."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            name, on_self = node.attr, isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "getattr" and len(node.args) > 1 \
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            name, on_self = node.args[1].value, False
+        else:
+            continue
+        if name.startswith("_") and not name.startswith("__") and not on_self:
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_private_attributes_are_found():
+    source = ("op = torch.ops.mkldnn._linear_pointwise\nf = getattr(overload, '_op', overload)\n"
+              "self._cache = None\nv = torch.__version__\ng = getattr(torch, 'ops')\n")
+    assert private_attributes(source) == ["torch.ops.mkldnn._linear_pointwise", "getattr(overload, '_op', overload)"]
+
+
+@pytest.mark.parametrize("module", DECODING)
+def test_decoding_uses_no_private_torch_api(module):
+    """Translation runs on torch's public API only (a private one can change or vanish in any release)."""
+    assert private_attributes((PACKAGE / f"{module}.py").read_text()) == []

@@ -97,7 +97,7 @@ def teacher_forced(model, src_ids, tokens):
 
 def test_ensemble_score_is_the_mean_of_the_models_scores(tiny_run, sample_lines):
     paths = [tiny_run / "checkpoint_00000020.pt", tiny_run / "checkpoint_00000030.pt"]
-    translator = Translator(paths, SearchConfig(beam=3, lenpen=0.0), pack=False)
+    translator = Translator(paths, SearchConfig(beam=3, lenpen=0.0))
     models = [checkpoint.load(p).build_model() for p in paths]
     for line, t in zip(sample_lines[:6], translator.translate_chunk(sample_lines[:6])):
         src_ids = translator.encode([line], 0)[0]

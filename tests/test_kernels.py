@@ -1,14 +1,14 @@
 """Inference kernels and the decoding step's fast paths compute what the plain model computes: the step
-against the training forward pass, the fused q|k|v projection, the layers called without nn.Module, the
-shared source, the packing policy and the int8 layers."""
+against the training forward pass, the fused q|k|v projection, the parts called without nn.Module, the
+shared source, the prepared fp32 model and the int8 layers."""
 
 import pytest
 import torch
 
 from nmt import kernels
 from nmt.config import ModelConfig
-from nmt.kernels import Int8Linear, PackedLinear, fuse_self_attention, onednn_available, prepare_model
-from nmt.model import LayerOps, Source, Transformer, direct
+from nmt.kernels import Int8Linear, prepare_model
+from nmt.model import Source, Transformer, function_of
 from nmt.vocab import BOS, EOS, PAD
 
 V, D, H, FF, P = 29, 32, 4, 48, 64
@@ -75,24 +75,39 @@ def test_beam_like_steps_equal_full_recomputation(norm, prepared):
 
 def test_fused_self_attention_computes_the_same_steps():
     plain, fused = tiny(), tiny()
-    fuse_self_attention(fused)
+    fused.fuse_qkv()
     for layer in fused.decoder:
         a = layer.self_attn
-        assert torch.equal(a.qkv_proj.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-        assert not a.qkv_proj.weight.requires_grad
-    assert all(LayerOps.of(layer).qkv is None for layer in plain.decoder)  # training's model: the live weights
+        assert torch.equal(a.qkv.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+        assert not a.qkv.weight.requires_grad
+        assert layer.parts().qkv is not None
+    assert all(layer.self_attn.qkv is None and layer.parts().qkv is None for layer in plain.decoder)  # training's model
+    assert all(layer.self_attn.qkv is None for layer in fused.encoder)  # encoded once per sentence: left as trained
     src = sources(4)
     for a, b in zip(beam_like_steps(plain, src, 2, 4), beam_like_steps(fused, src, 2, 4)):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
-def test_direct_calls_compute_what_the_modules_compute():
-    model = prepare_model(tiny(), "fp32")
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_plain_functions_compute_what_the_modules_compute(precision):
+    model = prepare_model(tiny(), precision)
+    layer = model.decoder[1]
     x = torch.randn(5, D)
     with torch.inference_mode():
-        for module in (model.decoder[0].ffn.fc1, model.decoder[0].self_block.norm, model.output_proj,
-                       model.decoder[1].self_attn.qkv_proj):
-            assert torch.equal(direct(module)(x), module(x))
+        for module in (layer.ffn.fc1, layer.self_block.norm, layer.self_attn.qkv, layer.cross_attn.out_proj):
+            assert torch.equal(function_of(module)(x), module(x))
+
+
+def test_decoder_parts_carry_dropout_only_in_training():
+    """The decoding step runs the parts bound in eval mode: no dropout call at all; training's forward
+    pass binds the layer's dropout modules."""
+    layer = tiny().decoder[0]
+    parts = layer.parts()
+    assert parts.self_dropout is parts.cross_dropout is parts.activation_dropout is parts.ffn_dropout is None
+    layer.train()
+    parts = layer.parts()
+    assert parts.self_dropout is layer.self_block.dropout and parts.ffn_dropout is layer.ffn_block.dropout
+    assert parts.activation_dropout is layer.ffn.dropout and parts.cross_dropout is layer.cross_block.dropout
 
 
 def test_source_is_shared_until_a_sentence_leaves():
@@ -109,18 +124,13 @@ def test_source_is_shared_until_a_sentence_leaves():
 
 # -- packing and int8 -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("every_layer", [True, False])
-def test_packing_policy(every_layer, monkeypatch):
-    if not onednn_available():
-        pytest.skip("this torch has no oneDNN")
-    monkeypatch.setattr(kernels, "pack_every_layer", lambda: every_layer)
-    plain, model = tiny(), prepare_model(tiny(), "fp32")
-    assert isinstance(model.output_proj, PackedLinear)  # always: the widest matrix
-    packed = isinstance(model.decoder[0].ffn.fc1, PackedLinear)
-    assert packed == every_layer and isinstance(model.decoder[0].self_attn.qkv_proj, PackedLinear) == every_layer
-    src = sources(4)
-    for a, b in zip(beam_like_steps(plain, src, 2, 3), beam_like_steps(model, src, 2, 3)):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+def test_prepared_fp32_model_uses_torch_linear_layers():
+    """fp32 inference runs torch's own linear layers (public kernels): nothing replaced, q|k|v fused."""
+    model = prepare_model(tiny(), "fp32")
+    assert model.output_proj is None  # the tied embedding matrix, as in training
+    linears = [m for m in model.modules() if "Linear" in type(m).__name__]
+    assert all(type(m) is torch.nn.Linear for m in linears)
+    assert len(linears) == sum(type(m) is torch.nn.Linear for m in tiny().modules()) + len(model.decoder)
 
 
 @pytest.mark.parametrize("rows", [1, 4, 70, 130])
