@@ -19,7 +19,7 @@ from typing import Any, Optional
 import torch
 
 from nmt.config import ModelConfig, from_dict
-from nmt.errors import CheckpointError, InputError, OutputError
+from nmt.errors import CheckpointError, ConfigError, InputError, OutputError
 from nmt.files import atomic_write, is_checkpoint_file  # noqa: F401 (re-exported)
 
 FORMAT = "nmt-checkpoint"
@@ -71,7 +71,31 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
     missing = [k for k in INFERENCE_KEYS if k not in ckpt]
     if missing:
         raise CheckpointError(f"{path}: checkpoint lacks {', '.join(missing)}; it is damaged")
+    check_contents(ckpt, path)
     return ckpt
+
+
+# The type of each entry a checkpoint's readers take for granted, and of each field of its `data`.
+CONTENT_TYPES = {"model_config": dict, "train_config": dict, "data": dict, "bpe_model": bytes, "model": dict,
+                 "updates": int, "epoch": int}
+DATA_TYPES = {"src": str, "tgt": str, "vocab_size": int, "bpe_sha256": str}
+
+
+def check_contents(ckpt: dict[str, Any], path: Path) -> None:
+    """CheckpointError naming the entry unless the checkpoint's entries have the types nmt reads them as
+    (a hand-edited or foreign file could hold a string where a number belongs), and its configs check out."""
+    for key, kind in CONTENT_TYPES.items():
+        if not isinstance(ckpt[key], kind) or isinstance(ckpt[key], bool):
+            raise CheckpointError(f"{path}: its {key} is a {type(ckpt[key]).__name__}, not a {kind.__name__}; "
+                                  "the file is damaged")
+    for key, kind in DATA_TYPES.items():
+        value = ckpt["data"].get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise CheckpointError(f"{path}: its data {key} is {value!r}, not a {kind.__name__}; the file is damaged")
+    try:
+        model_config(ckpt, path)
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def bpe_model_bytes(path: Path) -> bytes:
@@ -79,8 +103,9 @@ def bpe_model_bytes(path: Path) -> bytes:
     return load(path)["bpe_model"]
 
 
-def model_config(ckpt: dict[str, Any]) -> ModelConfig:
-    return from_dict(ModelConfig, ckpt["model_config"]).validate()
+def model_config(ckpt: dict[str, Any], path: Path | str = "checkpoint") -> ModelConfig:
+    """The checkpoint's model config, checked field by field; a ConfigError names `path` and the field."""
+    return from_dict(ModelConfig, ckpt["model_config"], str(path))
 
 
 def check_weights(state: dict[str, Any], path: Path | str) -> None:
@@ -99,7 +124,7 @@ def build_model(ckpt: dict[str, Any], path: Path | str = "checkpoint"):
     from nmt.model import Transformer
 
     check_weights(ckpt["model"], path)
-    model = Transformer(model_config(ckpt))
+    model = Transformer(model_config(ckpt, path))
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:
@@ -173,6 +198,9 @@ def average(paths: list[Path]) -> dict[str, Any]:
     sums: dict[str, torch.Tensor] = {k: v.double() if v.is_floating_point() else v.clone() for k, v in first["model"].items()}
     for path in paths[1:]:
         ckpt = load(path)
+        if ckpt["data"]["src"] != first["data"]["src"] or ckpt["data"]["tgt"] != first["data"]["tgt"]:
+            raise CheckpointError(f"{path} translates {ckpt['data']['src']} -> {ckpt['data']['tgt']} but {paths[0]} "
+                                  f"{first['data']['src']} -> {first['data']['tgt']}; average checkpoints of one run only")
         if ckpt["model_config"] != first["model_config"] or ckpt["bpe_model"] != first["bpe_model"]:
             raise CheckpointError(f"{path}: model config or vocabulary differs from {paths[0]}; average checkpoints of one run only")
         check_weights(ckpt["model"], path)

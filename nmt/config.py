@@ -72,15 +72,16 @@ class OptionSpec:
     high_open: bool = False
     requires: Optional[str] = None  # a boolean (or non-empty) field without which this one does nothing
     cli: bool = True  # False: set by nmt itself (e.g. vocab_size, from the data), not on the command line
+    excludes: Optional[str] = None  # a boolean field with which this one does nothing
 
 
 def option(default: Any, help: str, *, flag: Optional[str] = None, aliases: Sequence[str] = (),
            choices: Optional[Sequence[str]] = None, low: Optional[float] = None, high: Optional[float] = None,
            low_open: bool = False, high_open: bool = False, requires: Optional[str] = None,
-           cli: bool = True) -> Any:
+           cli: bool = True, excludes: Optional[str] = None) -> Any:
     """A config field declared once: its default, help text, option name, accepted values and range."""
     spec = OptionSpec(help, flag, tuple(aliases), tuple(choices) if choices else None, low, high, low_open,
-                      high_open, requires, cli)
+                      high_open, requires, cli, excludes)
     return field(default=default, metadata={"option": spec})
 
 
@@ -271,16 +272,25 @@ class Overrides(Generic[C]):
 
     def apply(self, base: Optional[C] = None) -> C:
         """`base` (default: the class's defaults) with these fields set, validated. An option set to
-        another value than its default without the option it `requires` is an error: it would silently
-        do nothing."""
+        another value than its default without the option it `requires` (or with one it `excludes`) is an
+        error: it would silently do nothing."""
         config = dataclasses.replace(base, **self.values) if base is not None else self.cls(**self.values)
         for name, value in self.values.items():
             f = fields_of(self.cls)[name]
-            needed = spec_of(f).requires
-            if needed and value != f.default and not getattr(config, needed):
-                given = given_flag(self.cls, name, value)
-                raise ConfigError(f"{given} only applies with {flag_of(self.cls, needed)}; "
-                                  f"add {flag_of(self.cls, needed)} or drop {given}")
+            spec = spec_of(f)
+            if value == f.default:
+                continue
+            given = given_flag(self.cls, name, value)
+            valued = given + ("" if isinstance(value, bool) else f" {plain(value)}")  # --lenpen-type power
+            needed, excluded = spec.requires, spec.excludes
+            if needed and not getattr(config, needed):
+                flag = flag_of(self.cls, needed)
+                if needed in self.values:  # given, as a value that turns it off (0, an empty string)
+                    raise ConfigError(f"{valued} does nothing with {flag} {getattr(config, needed)}; drop {given} "
+                                      f"or change {flag}")
+                raise ConfigError(f"{given} only applies with {flag}; add {flag} or drop {given}")
+            if excluded and getattr(config, excluded):
+                raise ConfigError(f"{valued} does nothing with {flag_of(self.cls, excluded)}; drop one of them")
         return config.validate()  # type: ignore[attr-defined]
 
 
@@ -325,8 +335,8 @@ class ModelConfig:
     def validate(self) -> "ModelConfig":
         check_fields(self)
         if self.d_model % self.n_heads:
-            raise ConfigError(f"--d-model {self.d_model} is not divisible by --heads {self.n_heads}; "
-                              "pick values that divide")
+            raise ConfigError(f"{flag_of(ModelConfig, 'd_model')} {self.d_model} is not divisible by "
+                              f"{flag_of(ModelConfig, 'n_heads')} {self.n_heads}; pick values that divide")
         return self
 
 
@@ -359,7 +369,8 @@ class TrainConfig:
                                   low=1, high=INT_MAX)
     valid_bleu_sentences: int = option(500, "Validation sentences translated for BLEU (0: loss only).", low=0,
                                        high=INT_MAX)
-    valid_beam: int = option(1, "Beam of the validation translations (1: greedy).", low=1, high=MAX_BEAM)
+    valid_beam: int = option(1, "Beam of the validation translations (1: greedy).", low=1, high=MAX_BEAM,
+                             requires="valid_bleu_sentences")
     patience: int = option(0, "Stop after N validations without a BLEU improvement (0: never).", low=0, high=INT_MAX)
     init_from: str = option("", "Fine-tune: start a new run from this checkpoint's weights and architecture (its "
                             "BPE must be the data's: nmt prepare --bpe CKPT).")
@@ -372,8 +383,8 @@ class TrainConfig:
     def validate(self) -> "TrainConfig":
         check_fields(self)
         if self.patience and not self.valid_bleu_sentences:
-            raise ConfigError("--patience counts validations without a BLEU improvement; "
-                              "it needs --valid-bleu-sentences above 0")
+            raise ConfigError(f"{flag_of(TrainConfig, 'patience')} counts validations without a BLEU improvement; "
+                              f"it needs {flag_of(TrainConfig, 'valid_bleu_sentences')} above 0")
         return self
 
 
@@ -381,11 +392,11 @@ class TrainConfig:
 class SearchConfig:
     """How a translation is searched for: beam or greedy search, or sampling."""
 
-    beam: int = option(4, "Beam size; 1 is greedy search.", low=1, high=MAX_BEAM)
+    beam: int = option(4, "Beam size; 1 is greedy search.", low=1, high=MAX_BEAM, excludes="sampling")
     lenpen: float = option(0.6, "Length penalty alpha; 0: no length normalisation.", low=-MAX_LENPEN,
                            high=MAX_LENPEN)
     lenpen_type: Literal["gnmt", "power"] = option("gnmt", "gnmt: ((5+len)/6)^alpha; power: len^alpha (fairseq, "
-                                                           "Marian, CTranslate2).")
+                                                           "Marian, CTranslate2).", requires="lenpen")
     max_len_a: float = option(1.5, "Output limit a*|x|+b: the a (BPE tokens).", low=0.0, high=MAX_LEN_A)
     max_len_b: int = option(10, "Output limit a*|x|+b: the b.", low=0, high=INT_MAX)
     nbest: int = option(1, "Print N hypotheses per line: LINE\\tRANK\\tSCORE\\tLOGPROB\\tTEXT.", low=1, high=MAX_BEAM)
@@ -403,7 +414,8 @@ class SearchConfig:
     def validate(self) -> "SearchConfig":
         check_fields(self)
         if not self.sampling and self.nbest > self.beam:
-            raise ConfigError(f"--nbest {self.nbest} must be between 1 and --beam {self.beam}")
+            raise ConfigError(f"{flag_of(SearchConfig, 'nbest')} {self.nbest} must be between 1 and "
+                              f"{flag_of(SearchConfig, 'beam')} {self.beam}")
         return self
 
 
@@ -447,7 +459,8 @@ class FilterConfig:
     def validate(self) -> "FilterConfig":
         check_fields(self)  # NaN max_ratio would silently disable the filter
         if self.max_len < self.min_len:
-            raise ConfigError(f"--max-len {self.max_len} is below --min-len {self.min_len}; raise --max-len")
+            raise ConfigError(f"{flag_of(FilterConfig, 'max_len')} {self.max_len} is below "
+                              f"{flag_of(FilterConfig, 'min_len')} {self.min_len}; raise {flag_of(FilterConfig, 'max_len')}")
         return self
 
 

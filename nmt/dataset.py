@@ -512,6 +512,12 @@ def load_meta(directory: Path) -> dict:
         raise _corrupt(directory, f"format version {meta.get('version')}, this nmt reads {FORMAT_VERSION}")
     if not isinstance(meta.get("splits"), dict) or "vocab_size" not in meta:
         raise _corrupt(directory, "meta.json lacks splits or vocab_size")
+    for key, kind in (("src", str), ("tgt", str), ("vocab_size", int), ("bpe_sha256", str)):
+        value = meta.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _corrupt(directory, f"meta.json's {key} is {value!r}, not a {'string' if kind is str else 'whole number'}")
+    if not 0 < meta["vocab_size"] <= INT_MAX:
+        raise _corrupt(directory, f"meta.json's vocab_size {meta['vocab_size']} is out of range")
     return meta
 
 
@@ -528,6 +534,14 @@ def read_bpe_model(data_dir: Path) -> bytes:
         raise DataError(f"{data_dir / 'bpe.model'}: not the BPE model the data was encoded with (its sha256 differs "
                         "from meta.json's); put the original back, or run `nmt prepare` again with this one")
     return data
+
+
+def longest_pair(data_dir: Path, split: str = "train") -> int:
+    """The most BPE tokens of a side of any pair of `split` (0 for an empty split)."""
+    data = ParallelDataset(data_dir, split)
+    if not len(data):
+        return 0
+    return int(max(data.src_lengths.max(), data.tgt_lengths.max()))
 
 
 def data_identity(data_dir: Path) -> dict:

@@ -9,7 +9,7 @@ their lines as one chunk: `Translator.translate_chunk`
 sorts them by length and cuts model batches of --max-batch-tokens, so every line gets exactly what
 `nmt translate` gives it. The event loop only validates, queues and awaits: it never runs the model.
 
-The web stack (FastAPI on uvicorn, prometheus_client) is the optional extra `nmt[serve]`.
+The web stack (FastAPI on uvicorn, prometheus_client) is the optional extra `nmt-toolkit[serve]`.
 """
 
 
@@ -32,7 +32,7 @@ from nmt.errors import ConfigError, NmtError
 from nmt.search import SearchConfig
 from nmt.translate import Translation, Translator
 
-EXTRA_HINT = 'pip install "nmt[serve]"'
+EXTRA_HINT = 'pip install "nmt-toolkit[serve]"'
 
 
 @dataclass

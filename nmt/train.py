@@ -17,10 +17,10 @@ from typing import Any, Iterator, Mapping, Optional, Union
 
 from nmt import checkpoint
 from nmt.config import ModelConfig, Overrides, TrainConfig, from_dict, from_preset, overrides, to_dict
-from nmt.dataset import data_identity
+from nmt.dataset import data_identity, longest_pair
 from nmt.distributed import Comm, StopSignal, process_group, spawn, torchrun_env, workers
 from nmt.errors import ConfigError, TrainingInterrupted
-from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries
+from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries, same_file
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.trainer import Trainer, TrainResult
 
@@ -44,10 +44,22 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     resume, ckpt, notes = checkpoint.latest_resumable(out_dir)
     for note in notes:
         progress(Progress("train", message=note))
-    if resume is None and train_given.get("init_from"):
-        return (*plan_fine_tuning(data_dir, identity, preset, model_given, train_given), None)
+    init_from = train_given.get("init_from")
+    if resume is None and init_from:
+        model_cfg, train_cfg = plan_fine_tuning(data_dir, identity, preset, model_given, train_given)
+        check_positions(data_dir, model_cfg, f"--init-from {init_from}: its max_positions")
+        return model_cfg, train_cfg, None
     if resume is None:
-        return (*from_preset(preset or "base", model_given, train_given), None)
+        model_cfg, train_cfg = from_preset(preset or "base", model_given, train_given)
+        given = "" if "max_positions" in model_given else f"the preset {preset or 'base'}'s "
+        check_positions(data_dir, model_cfg, f"{given}max_positions")
+        return model_cfg, train_cfg, None
+    stored_init = ckpt["train_config"].get("init_from") or ""
+    if init_from and not (stored_init and (stored_init == init_from or same_file(stored_init, init_from))):
+        started = f", started from {stored_init}" if stored_init else ""
+        raise ConfigError(f"--init-from {init_from}: {out_dir} holds another run (newest checkpoint {resume.name}"
+                          f"{started}), which this command would resume, not start from {init_from}; choose a new "
+                          "--out to fine-tune, or drop --init-from to resume that run")
 
     if ckpt["data"] != identity:
         raise ConfigError(f"{out_dir} holds a run on other data ({ckpt['data']['src']}-{ckpt['data']['tgt']}, "
@@ -63,7 +75,19 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     if differ:
         raise ConfigError(f"{out_dir} holds a run with another model ({'; '.join(differ)}); "
                           "use a new --out, or drop the options that change the model")
+    check_positions(data_dir, model_cfg, f"{resume}: the run's max_positions")
     return model_cfg, train_cfg, resume
+
+
+def check_positions(data_dir: Path, model_cfg: ModelConfig, source: str) -> None:
+    """ConfigError before training when the longest training pair (+ EOS or BOS) does not fit the model's
+    positions (it would fail mid-run); `source` says where max_positions came from."""
+    longest = longest_pair(data_dir)
+    if longest + 1 > model_cfg.max_positions:
+        raise ConfigError(f"{data_dir}: its longest training sentence has {longest} BPE tokens, but {source} "
+                          f"{model_cfg.max_positions} takes {model_cfg.max_positions - 1} (+ EOS); raise "
+                          f"max_positions to at least {longest + 1}, or prepare the data again with --max-len "
+                          f"{model_cfg.max_positions - 1}")
 
 
 # Model fields that fine-tuning may change: the rest define the architecture the weights were trained for.
@@ -77,6 +101,10 @@ def plan_fine_tuning(data_dir: Path, identity: dict, preset: Optional[str], mode
     the checkpoint's BPE model."""
     init = Path(train.get("init_from"))
     ckpt = checkpoint.load(init)
+    theirs, ours = (ckpt["data"]["src"], ckpt["data"]["tgt"]), (identity["src"], identity["tgt"])
+    if theirs != ours:
+        raise ConfigError(f"--init-from {init} translates {theirs[0]} -> {theirs[1]}, but {data_dir} holds "
+                          f"{ours[0]} -> {ours[1]} data; fine-tune a model of the data's direction")
     if hashlib.sha256(ckpt["bpe_model"]).hexdigest() != identity["bpe_sha256"]:
         raise ConfigError(f"{data_dir / 'bpe.model'} and {init} are different BPE models (vocabularies); encode the "
                           f"new data with the checkpoint's: nmt prepare --bpe {init} ...")

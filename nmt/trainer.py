@@ -546,10 +546,10 @@ class Trainer:
     def after_update(self, stats: UpdateStats, tokens_seen: int, n_groups: int) -> None:
         elapsed = time.monotonic() - self.start
         if self.state.updates % self.cfg.log_interval == 0 or self.state.updates == 1:
-            info = {"epoch": self.state.epoch + 1, "loss": stats.loss, "ppl": math.exp(min(stats.nll, 50.0)),
-                    "lr": self.learning_rate(self.state.updates),
-                    "gnorm": stats.gnorm, "tok/s": tokens_seen / max(elapsed, 1e-9), "elapsed": elapsed,
-                    "batch": f"{self.state.position}/{n_groups}"}
+            # the figures a progress line at 80 columns keeps first, after the update count and time left
+            info = {"loss": stats.loss, "ppl": math.exp(min(stats.nll, 50.0)), "lr": self.learning_rate(self.state.updates),
+                    "tok/s": tokens_seen / max(elapsed, 1e-9), "gnorm": stats.gnorm, "epoch": self.state.epoch + 1,
+                    "batch": f"{self.state.position}/{n_groups}", "elapsed": elapsed}
             self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates", info=info))
             self.log({"update": self.state.updates, **info})
         if self.state.updates % self.cfg.valid_interval == 0:

@@ -6,6 +6,7 @@ imports torch. The CTranslate2 tests are skipped when ctranslate2 is not install
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -52,7 +53,8 @@ def random_checkpoint(path: Path, bpe: Path, norm="pre", positions="sinusoidal",
             if isinstance(m, torch.nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.3, 0.3)
-    checkpoint.save(path, {"model_config": to_dict(cfg), "train_config": to_dict(TrainConfig()), "data": {"test": True},
+    data = {"src": "en", "tgt": "de", "vocab_size": tok.vocab_size, "bpe_sha256": hashlib.sha256(tok.model_bytes).hexdigest()}
+    checkpoint.save(path, {"model_config": to_dict(cfg), "train_config": to_dict(TrainConfig()), "data": data,
                            "bpe_model": tok.model_bytes, "model": model.state_dict(), "updates": 0, "epoch": 0})
     return path
 
