@@ -327,7 +327,7 @@ def test_serve_without_the_web_stack_is_one_line(tiny_checkpoint, tmp_path):
     env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path), ENV.get("PYTHONPATH", "")])}
     r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tiny_checkpoint), "--port", "0"],
                        capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 1 and r.stderr.strip() == 'error: nmt serve needs fastapi: pip install "nmt[serve]"'
+    assert r.returncode == 1 and r.stderr.strip() == 'error: nmt serve needs fastapi: pip install "nmt-toolkit[serve]"'
 
 
 def test_a_busy_port_is_one_line_before_the_model_loads(tmp_path):
