@@ -54,8 +54,10 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path}: is a directory; pass a checkpoint file (e.g. {path}/averaged.pt)")
+    if not path.exists():
+        raise InputError(f"{path}: no such checkpoint; check the path")
     if not path.is_file():
-        raise InputError(f"{path}: no such checkpoint; check --model")
+        raise InputError(f"{path}: not a checkpoint file (a device or a pipe); pass a .pt file from nmt train or average")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file, not a bug

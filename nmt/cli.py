@@ -312,6 +312,24 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+def check_encode_threads(threads: int) -> None:
+    from nmt.config import MAX_THREADS, check_range
+
+    check_range("--threads", threads, 0, MAX_THREADS)
+
+
+def check_distinct(option: str, paths: List[Path]) -> None:
+    """ConfigError when a file is given twice (an ensemble of a model with itself, an average of a
+    checkpoint with itself: the same result as once, at twice the cost, and most likely a slip)."""
+    from nmt.errors import ConfigError
+    from nmt.files import same_file
+
+    for i, path in enumerate(paths):
+        for earlier in paths[:i]:
+            if same_file(path, earlier):
+                raise ConfigError(f"{option} {path} is given twice (also as {earlier}); give each file once")
+
+
 def stdin_bytes():
     """stdin as a byte stream; InputError when the shell closed it (`<&-`)."""
     from nmt.errors import InputError
@@ -365,6 +383,7 @@ def bpe_command(
 
     if seed is not None and sample is None:
         raise ConfigError("--seed only applies with --sample; add --sample N or drop --seed")
+    check_encode_threads(threads)
     files = list(train) + list(more or [])
     with progress_display() as report:
         tok = train_bpe(files, out, vocab_size=vocab_size, sample=sample, seed=1 if seed is None else seed,
@@ -394,6 +413,7 @@ def prepare_command(
     from nmt.dataset import prepare
     from nmt.files import is_checkpoint_file
 
+    check_encode_threads(threads)
     bpe: Path | Tokenizer = bpe_model
     if is_checkpoint_file(bpe_model):
         from nmt.checkpoint import bpe_model_bytes  # imports torch: only for a checkpoint
@@ -487,6 +507,7 @@ def average_command(
     from nmt.errors import OutputError
 
     check_output_file(out, "--out")
+    check_distinct("INPUTS", inputs)
     if checkpoint.STEP_PATTERN.match(out.name) or out.name == checkpoint.BEST_NAME:
         raise OutputError(f"--out {out}: {out.name} is a name of training's own checkpoints (resuming and --last "
                           "would take the average for one); name it e.g. averaged.pt")
@@ -517,6 +538,7 @@ def translate_command(
     from nmt.files import atomic_write, check_input_file, check_output_file, count_lines, open_input
     from nmt.translate import Translator, format_nbest, read_chunks
 
+    check_distinct("--model", model)
     if output:
         check_output_file(output, "--output")
     if input:
@@ -579,8 +601,9 @@ def eval_command(
     from nmt.config import INT_MAX, check_range, flag_of
     from nmt.console import message_logger, translation_progress
     from nmt.errors import ConfigError, InputError
-    from nmt.evaluate import check_parallel, paired_bootstrap, score, to_json
+    from nmt.evaluate import check_parallel, paired_bootstrap, reference_sets, score, ter_left_out, to_json
     from nmt.files import atomic_write, check_output_file, read_lines
+    from nmt.progress import Progress
     from nmt.translate import Translator, translate_file
 
     if paired_bs_n is not None and not paired_bs:
@@ -598,6 +621,7 @@ def eval_command(
     elif src is None:
         raise InputError("--model needs --src: the source file to translate")
     else:
+        check_distinct("--model", model)
         search_cfg, options = search.apply(), inference.apply()  # contradictions now, before reading anything
         if search_cfg.nbest > 1 and not search_cfg.sampling:  # eval scores each line's best hypothesis
             raise ConfigError(f"--nbest {search_cfg.nbest} does nothing here: eval scores the best translation of "
@@ -620,6 +644,9 @@ def eval_command(
         if save_hyp:
             with atomic_write(save_hyp, "w") as f:
                 f.write("".join(h + "\n" for h in translations))
+    left_out = ter_left_out(systems, reference_sets(refs), ref_names)
+    if left_out:
+        message_logger()(Progress("eval", message=f"warning: {left_out}"))
     if paired_bs:
         results, signatures = paired_bootstrap(systems, refs, paired_bs_n)
         if as_json:
@@ -689,9 +716,12 @@ def demo_command(
     threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch; the tiny model is fastest on one.")] = 1,
 ) -> None:
     """Run the whole pipeline on the bundled sample corpus: bpe, prepare, train, average, translate, eval."""
+    from nmt.config import INT_MAX, check_range
     from nmt.console import err, progress_display
     from nmt.demo import run_demo
 
+    if max_updates is not None:
+        check_range("--max-updates", max_updates, 1, INT_MAX)
     set_threads(threads)
     with progress_display() as report:
         result = run_demo(out, max_updates=max_updates, progress=report)
@@ -782,6 +812,7 @@ def serve_command(
     from nmt.translate import Translator
 
     require_web_stack()
+    check_distinct("--model", model)
     check_range("--port", port, 0, 65535)
     options = inference.apply()
     cfg = ServeConfig(max_batch_sentences=options.batch_size, max_batch_tokens=options.max_tokens,

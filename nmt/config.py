@@ -347,11 +347,12 @@ class TrainConfig:
     max_tokens: int = option(4096, "Target tokens per batch (per process).", low=1, high=INT_MAX)
     update_tokens: int = option(25000, "Target tokens per update, summed over accumulation steps and processes.",
                                 low=1, high=INT_MAX)
+    # The caps keep the learning rate and Adam's epsilon within float32 (1e308 overflowed inside Adam's step).
     lr_factor: float = option(1.0, "lr = factor * d_model^-0.5 * min(update^-0.5, update * warmup^-1.5).", low=0.0,
-                              low_open=True)
+                              low_open=True, high=1000.0)
     warmup: int = option(4000, "Updates of linear learning-rate warmup.", low=1, high=INT_MAX)
     adam_betas: tuple[float, float] = option((0.9, 0.98), "Adam's beta1 beta2.", low=0.0, high=1.0, high_open=True)
-    adam_eps: float = option(1e-9, "Adam's epsilon.", low=0.0)
+    adam_eps: float = option(1e-9, "Adam's epsilon.", low=0.0, high=1.0)
     label_smoothing: float = option(0.1, "Label smoothing of the training loss.", low=0.0, high=1.0, high_open=True)
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: no clipping).", low=0.0)
     max_updates: int = option(100000, "Stop after this many updates.", low=1, high=INT_MAX)

@@ -832,3 +832,51 @@ def test_a_misspelt_config_key_gets_a_did_you_mean(tiny_data, tmp_path):
     (tmp_path / "c.toml").write_text("[train]\nmax_update = 10\n")
     assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--config", tmp_path / "c.toml"),
                      "c.toml", "no field 'max_update'", "did you mean 'max_updates'?")
+
+
+# -- found by running every command on hostile inputs ------------------------------------------------
+
+
+def hostile_usage(tmp: Path, ckpt: Path, data: Path, bpe: Path) -> dict[str, tuple[list, list[str]]]:
+    """name -> (arguments, words of the one error line); every one ran or crashed before."""
+    return {
+        "bpe --train a folder": (["bpe", "--train", tmp, "--out", tmp / "b.model"], ["is a folder"]),
+        "bpe --train /dev/null": (["bpe", "--train", "/dev/null", "--out", tmp / "b.model"], ["/dev/null", "empty input"]),
+        "bpe --threads -5": (["bpe", "--train", tmp / "text.en", "--out", tmp / "b.model", "--threads", -5], ["--threads"]),
+        "prepare --threads -3": (["prepare", "--bpe", bpe, "--train", tmp / "text", "--src", "en", "--tgt", "de",
+                                  "--out", tmp / "store", "--threads", -3], ["--threads"]),
+        "demo --max-updates 0": (["demo", "--out", tmp / "demo", "--max-updates", 0], ["--max-updates"]),
+        "average a checkpoint with itself": (["average", ckpt, ckpt, "--out", tmp / "avg.pt"], ["given twice"]),
+        "an ensemble of one model twice": (["translate", "-m", ckpt, "-m", ckpt, "-i", tmp / "text.en"], ["given twice"]),
+        "--init-from /dev/null": (["train", "--data", data, "--out", tmp / "run", "--init-from", "/dev/null"],
+                                  ["/dev/null: not a checkpoint file"]),
+        "--lr-factor 1e308": (["train", "--data", data, "--out", tmp / "run", "--lr-factor", "1e308"], ["--lr-factor"]),
+        "--adam-eps 1e308": (["train", "--data", data, "--out", tmp / "run", "--adam-eps", "1e308"], ["--adam-eps"]),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(hostile_usage(Path("."), Path("."), Path("."), Path("."))))
+def test_hostile_usage_is_one_line(case, tiny_checkpoint, tiny_data, tiny_bpe, tmp_path):
+    for lang in ("en", "de"):
+        (tmp_path / f"text.{lang}").write_text("a man .\n")
+    args, words = hostile_usage(tmp_path, tiny_checkpoint, tiny_data, tiny_bpe)[case]
+    r = cli(*args)
+    if case == "bpe --train /dev/null":  # the reading's progress line comes first: keep the error line
+        r.stderr_bytes = r.stderr.splitlines(keepends=True)[-1].encode()
+    line = assert_cli_error(r, *words)
+    for made in ("b.model", "store", "demo", "avg.pt", "run"):
+        assert not (tmp_path / made).exists(), line
+
+
+def test_eval_leaves_ter_out_of_a_line_too_long_for_it(tmp_path, monkeypatch):
+    """TER's cost is quadratic in a line's words: a 200,000-word line took all the memory of the machine."""
+    from nmt import evaluate
+
+    monkeypatch.setattr(evaluate, "MAX_TER_WORDS", 50)
+    (tmp_path / "long.de").write_text("ein Mann .\n" + "Wort " * 60 + "\n")
+    r = assert_cli_ok(cli("eval", "--ref", tmp_path / "long.de", "--hyp", tmp_path / "long.de"))
+    import re
+
+    rows = [line.split()[0] for line in r.stdout.splitlines()[1:]]
+    assert rows == ["BLEU", "BLEU", "BLEU", "BLEU", "chrF"] and re.search(r"BLEU 13a cased +100\.00", r.stdout)
+    assert r.stderr.startswith("warning: TER left out: line 2 of") and "60 words" in r.stderr
