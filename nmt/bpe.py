@@ -25,7 +25,7 @@ import youtokentome as yttm
 
 from nmt.config import INT_MAX, check_range
 from nmt.errors import InputError, OutputError, os_error_message
-from nmt.files import atomic_write, check_input_file, check_output_file, read_lines
+from nmt.files import atomic_write, check_output_file, read_lines, resolve_text
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
@@ -275,7 +275,7 @@ def train_bpe(
     _check_train_args(vocab_size, sample, coverage, seed)
     if not inputs:
         raise InputError("no training text given; pass files to `nmt bpe --train`")
-    paths = [check_input_file(p) for p in inputs]  # the names given: x never stands for x.gz
+    paths = [resolve_text(p) for p in inputs]
     out = Path(out)
     check_output_file(out, "--out")  # before the training, not after it
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -127,10 +127,7 @@ def build_model(ckpt: dict[str, Any], path: Path | str = "checkpoint"):
 
     check_weights(ckpt["model"], path)
     model = Transformer(model_config(ckpt, path))
-    try:
-        model.load_state_dict(ckpt["model"])
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not match the stored model config ({str(e).splitlines()[0]})") from None
+    load_weights(model, ckpt["model"], path)
     return model.eval()
 
 
@@ -152,7 +149,48 @@ def load_resumable(path: Path) -> dict[str, Any]:
     missing = [k for k in TRAINING_KEYS if k not in ckpt]
     if missing:
         raise CheckpointError(f"{path}: lacks {', '.join(missing)} (an inference-only or damaged checkpoint)")
+    check_training_state(ckpt, path)
     return ckpt
+
+
+def check_training_state(ckpt: dict[str, Any], path: Path) -> None:
+    """CheckpointError naming the entry unless what a resume reads has the type it is read as: counters,
+    validation figures, the optimizer's state, each rank's random generators."""
+    def damaged(what: str, value: Any) -> CheckpointError:
+        return CheckpointError(f"{path}: its {what} is {str(value)[:60]!r}, not what nmt wrote; the file is damaged")
+
+    for key in ("updates", "epoch", "position", "bad_validations", "lr_offset"):
+        value = ckpt.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise damaged(key, value)
+    for key in ("valid_loss", "valid_bleu", "best_bleu"):
+        value = ckpt.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise damaged(key, value)
+    optimizer = ckpt["optimizer"]
+    if not (isinstance(optimizer, dict) and isinstance(optimizer.get("state"), dict)
+            and isinstance(optimizer.get("param_groups"), list)):
+        raise damaged("optimizer state", optimizer)
+    for rng in ckpt.get("rng_ranks") or [ckpt["rng"]]:
+        if not (isinstance(rng, dict) and isinstance(rng.get("torch"), torch.Tensor) and rng["torch"].dtype == torch.uint8):
+            raise damaged("random generator state", rng)
+
+
+def load_weights(module: torch.nn.Module, state: dict[str, Any], path: Path | str) -> None:
+    """`module.load_state_dict(state)`; weights that do not fit the module are a CheckpointError naming `path`."""
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: weights do not match the stored model config ({str(e).splitlines()[0]})") from None
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, state: dict[str, Any], path: Path | str) -> None:
+    """`optimizer.load_state_dict(state)`; a state that does not fit is a CheckpointError naming `path`."""
+    try:
+        optimizer.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+        raise CheckpointError(f"{path}: its optimizer state does not fit the model ({str(e).splitlines()[0][:120]}); "
+                              "the file is damaged: move it out of the run folder to resume from the one before") from None
 
 
 def latest_resumable(run_dir: Path) -> tuple[Optional[Path], Optional[dict[str, Any]], list[str]]:
@@ -205,6 +243,7 @@ def average(paths: list[Path]) -> dict[str, Any]:
                                   f"{first['data']['src']} -> {first['data']['tgt']}; average checkpoints of one run only")
         if ckpt["model_config"] != first["model_config"] or ckpt["bpe_model"] != first["bpe_model"]:
             raise CheckpointError(f"{path}: model config or vocabulary differs from {paths[0]}; average checkpoints of one run only")
+        check_same_run(ckpt, first, path, paths[0])
         check_weights(ckpt["model"], path)
         check_same_tensors(ckpt["model"], first["model"], path, paths[0])
         for k, v in ckpt["model"].items():
@@ -218,6 +257,17 @@ def average(paths: list[Path]) -> dict[str, Any]:
     out["model"] = state
     out["averaged"] = [str(p) for p in paths]
     return out
+
+
+def check_same_run(ckpt: dict[str, Any], first: dict[str, Any], path: Path, first_path: Path) -> None:
+    """CheckpointError unless two checkpoints come from one run (or from fine-tunings of one checkpoint, whose
+    average is a "model soup"): the mean of independently initialised weights is no model at all."""
+    ours, theirs = ckpt["train_config"], first["train_config"]
+    same_start = ours.get("init_from") and ours.get("init_from") == theirs.get("init_from")
+    if ours.get("seed") != theirs.get("seed") and not same_start:
+        raise CheckpointError(f"{path} and {first_path} come from different training runs (seed {ours.get('seed')} and "
+                              f"{theirs.get('seed')}); the average of independently trained weights is no model: "
+                              "average checkpoints of one run only")
 
 
 def check_same_tensors(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], path: Path,

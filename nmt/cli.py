@@ -176,7 +176,7 @@ def heatmaps_own(relative: str, option: str) -> bool:
 
 def prefixed_files(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
     """prepare's --train/--valid/--test PREFIX: the files PREFIX.SRC and PREFIX.TGT (or .gz) it reads."""
-    from nmt.files import resolve_text
+    from nmt.files import resolve_prefixed
 
     found = []
     for key in ("train", "valid", "test"):
@@ -184,7 +184,7 @@ def prefixed_files(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
         for lang in (params.get("src"), params.get("tgt")):
             if prefix and lang:
                 with contextlib.suppress(NmtError):  # a missing file: the command itself says so
-                    found.append((f"--{key}", resolve_text(f"{prefix}.{lang}")))
+                    found.append((f"--{key}", resolve_prefixed(f"{prefix}.{lang}")))
     return found
 
 
@@ -367,7 +367,7 @@ def write_stdout(text: str) -> None:
 
 @command("bpe", epilog="Example: nmt bpe --train data/train.en data/train.de --vocab-size 37000 --out run/bpe.model")
 def bpe_command(
-    train: Annotated[List[Path], typer.Option("--train", help="Text files (plain or .gz); list several after one --train.")],
+    train: Annotated[List[Path], typer.Option("--train", help="Text files (plain, gzip, bzip2 or xz); list several after one --train.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the BPE model.")],
     more: Annotated[Optional[List[Path]], typer.Argument(help="More training files.", show_default=False,
                                                          metavar="FILES")] = None,
@@ -383,8 +383,10 @@ def bpe_command(
 
     if seed is not None and sample is None:
         raise ConfigError("--seed only applies with --sample; add --sample N or drop --seed")
+    from nmt.files import check_input_file
+
     check_encode_threads(threads)
-    files = list(train) + list(more or [])
+    files = [check_input_file(f, "--train") for f in list(train) + list(more or [])]  # x never means x.gz
     with progress_display() as report:
         tok = train_bpe(files, out, vocab_size=vocab_size, sample=sample, seed=1 if seed is None else seed,
                         threads=threads or -1, progress=report)
@@ -397,7 +399,7 @@ def bpe_command(
 def prepare_command(
     bpe_model: Annotated[Path, typer.Option("--bpe", help="BPE model from `nmt bpe`, or a checkpoint (.pt) whose "
                          "BPE model to use (to fine-tune it on this data).")],
-    train: Annotated[str, typer.Option("--train", help="Path prefix: PREFIX.SRC and PREFIX.TGT (plain or .gz).")],
+    train: Annotated[str, typer.Option("--train", help="Path prefix: PREFIX.SRC and PREFIX.TGT (or .gz, .bz2, .xz).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the binarized data.")],
     src: Annotated[str, typer.Option("--src", help="Source language suffix.")],
     tgt: Annotated[str, typer.Option("--tgt", help="Target language suffix.")],
@@ -530,8 +532,8 @@ def translate_command(
     alignments: Annotated[bool, typer.Option("--alignments", help="Also print word alignments from the last layer's "
                           "cross-attention, Pharaoh format: TEXT ||| 0-0 1-2 ... (n-best: an extra column).")] = False,
 ) -> None:
-    """Translate stdin to stdout, one output line per input line, streaming (plain or gzip text; -o NAME.gz
-    writes gzip)."""
+    """Translate stdin to stdout, one output line per input line, streaming (plain or compressed text:
+    gzip, bzip2, xz; -o NAME.gz writes gzip)."""
     from nmt.attention import pharaoh
     from nmt.console import message_logger, progress_wanted, translation_progress
     from nmt.errors import ConfigError
@@ -540,7 +542,7 @@ def translate_command(
 
     check_distinct("--model", model)
     if output:
-        check_output_file(output, "--output")
+        check_output_file(output, "--output", text=True)
     if input:
         check_input_file(input, "--input")
     options = inference.apply()
@@ -597,7 +599,7 @@ def eval_command(
                                                        show_default=False)] = None,
 ) -> None:
     """Score translations with sacreBLEU (BLEU 13a/intl, cased/uncased, chrF, TER), against one or more references;
-    compare systems with paired bootstrap resampling. Text files may be gzip; --save-hyp NAME.gz writes gzip."""
+    compare systems with paired bootstrap resampling. Text may be gzip, bzip2 or xz; --save-hyp NAME.gz writes gzip."""
     from nmt.config import INT_MAX, check_range, flag_of
     from nmt.console import message_logger, translation_progress
     from nmt.errors import ConfigError, InputError
@@ -628,7 +630,7 @@ def eval_command(
                               "each line, which the n-best list does not change (with --sampling it scores the best "
                               "of N draws); drop --nbest")
     if save_hyp:
-        check_output_file(save_hyp, "--save-hyp")  # now, not after translating everything
+        check_output_file(save_hyp, "--save-hyp", text=True)  # now, not after translating everything
     refs = [list(read_lines(r)) for r in ref]
     ref_names = [str(r) for r in ref]
     systems = [read_system(h) for h in (hyp or ([] if model else ["-"]))]
@@ -665,9 +667,9 @@ def eval_command(
 
 
 def read_system(name: str) -> tuple[str, list[str]]:
-    """A system's translations: a file, or stdin for '-' (plain or gzip text, either)."""
+    """A system's translations: a file, or stdin for '-' (plain or compressed text, either)."""
     from nmt.errors import InputError
-    from nmt.files import gunzipped, read_lines, stream_lines
+    from nmt.files import decompressed, read_lines, stream_lines
 
     if name != "-":
         return name, list(read_lines(Path(name)))
@@ -675,7 +677,7 @@ def read_system(name: str) -> tuple[str, list[str]]:
     if stream.isatty():
         raise InputError("no translations to score: pipe them in (... | nmt eval --ref REF), or give --hyp FILE "
                          "or --model and --src")
-    return "stdin", list(stream_lines(gunzipped(stream), "stdin"))
+    return "stdin", list(stream_lines(decompressed(stream, "stdin"), "stdin"))
 
 
 def rendered(*items: Any) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 from nmt.bpe import Tokenizer
 from nmt.config import INT_MAX, FilterConfig, check_range
 from nmt.errors import ConfigError, DataError, InputError
-from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_text
+from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_prefixed
 from nmt.progress import Progress, ProgressFn, ignore
 
 FORMAT = "nmt-data"
@@ -72,9 +72,9 @@ def _dtype_code(vocab_size: int) -> int:
 
 
 def _split_paths(prefix: str | Path, src: str, tgt: str) -> tuple[Path, Path]:
-    """`prefix.src` and `prefix.tgt`, each plain or .gz."""
+    """`prefix.src` and `prefix.tgt`, each plain or compressed (.gz, .bz2, .xz)."""
     prefix = str(prefix)
-    return resolve_text(f"{prefix}.{src}"), resolve_text(f"{prefix}.{tgt}")
+    return resolve_prefixed(f"{prefix}.{src}"), resolve_prefixed(f"{prefix}.{tgt}")
 
 
 def _read_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:

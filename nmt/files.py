@@ -1,11 +1,11 @@
-"""File helpers shared by every module: text that may be gzipped (read and written), atomic writes, and
-the rule that an output is never an input."""
+"""File helpers shared by every module: text that may be compressed (read and written: nmt.compression),
+atomic writes, and the rule that an output is never an input."""
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
+import lzma
 import os
 import shutil
 import stat
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator, Optional, Sequence
 
+from nmt.compression import BLOCK, CODECS, Codec, blocks, codec_of_name, compressing, decompressed, undecided
 from nmt.errors import BusyError, InputError, OutputError, os_error_message
 
 try:
@@ -26,22 +27,38 @@ except ImportError:  # Windows: folders are not locked
 LOCK_NAME = ".nmt.lock"
 
 
-GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of gzip data; no UTF-8 text starts with them (0x8b is a continuation byte)
 BOM = "\ufeff"  # a byte-order mark that Windows editors put before the first line: not content
-READ_BLOCK = 1 << 16
+READ_BLOCK = BLOCK
 
 
 def resolve_text(path: str | Path) -> Path:
-    """The file a path prefix's name stands for: `path` or `path.gz`, whichever exists (both is an
-    error: which one holds the text is not for nmt to guess)."""
+    """`path` where it exists (a file, a pipe or a device), else `path` with the suffix of a compression
+    (.gz, .bz2, .xz) where exactly one such file exists. (The command line names files exactly:
+    `check_input_file`; prefixes: `resolve_prefixed`.)"""
     path = Path(path)
-    gz = path.with_name(path.name + ".gz")
-    plain_exists, gz_exists = path.is_file(), gz.is_file()
-    if plain_exists and gz_exists:
-        raise InputError(f"{path} and {gz.name} both exist; remove or rename the one that is not the text to read")
-    if plain_exists or gz_exists:
-        return path if plain_exists else gz
-    raise InputError(f"{path}: no such file (nor {gz.name}); check the path")
+    if path.exists() and not path.is_dir():
+        return path
+    return resolve_prefixed(path)
+
+
+def resolve_prefixed(path: str | Path) -> Path:
+    """The file that a path prefix and a language suffix (PREFIX.en) stand for: `path`, or `path` with a
+    compression's suffix (.gz, .bz2, .xz), whichever exists (several is an error: which one holds the
+    text is not for nmt to guess)."""
+    path = Path(path)
+    candidates = [path] + [path.with_name(path.name + c.suffix) for c in CODECS]
+    found = [c for c in candidates if c.is_file()]
+    if len(found) > 1:
+        raise InputError(f"{' and '.join(str(f) for f in found)} both exist; remove or rename the one that is not "
+                         "the text to read")
+    if found:
+        return found[0]
+    raise InputError(f"{path}: no such file (nor {path.name}.gz, .bz2 or .xz); check the path")
+
+
+def compressed_sibling(path: Path) -> Optional[Path]:
+    """`path` with a compression's suffix, where that file exists (for the hint of a missing file)."""
+    return next((s for s in (path.with_name(path.name + c.suffix) for c in CODECS) if s.is_file()), None)
 
 
 def check_input_file(path: str | Path, option: str = "") -> Path:
@@ -52,46 +69,26 @@ def check_input_file(path: str | Path, option: str = "") -> Path:
     if path.is_dir():
         raise InputError(f"{named}: is a folder, expected a text file")
     if not path.exists():
-        gz = path.with_name(path.name + ".gz")
-        hint = f"; {gz.name} exists: give that name (nmt reads gzip text as it is)" if gz.is_file() else "; check the path"
+        sibling = compressed_sibling(path)
+        hint = (f"; {sibling.name} exists: give that name (nmt reads compressed text as it is)" if sibling
+                else "; check the path")
         raise InputError(f"{named}: no such file{hint}")
     return path
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
-    """Open a text file for reading bytes, gunzipping gzip data (known by its first bytes, not its name)."""
-    return gunzipped(open_input(path))
-
-
-class _Gunzip(gzip.GzipFile):
-    """A GzipFile over a file it closes with itself (GzipFile leaves a given file object open)."""
-
-    def __init__(self, raw: IO[bytes]):
-        super().__init__(fileobj=raw, mode="rb")
-        self._raw = raw
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._raw.close()
-
-
-def gunzipped(raw: IO[bytes]) -> IO[bytes]:
-    """`raw` (a buffered byte stream), decompressed when it starts with gzip's magic bytes. Looks at the
-    first bytes without consuming them, so a pipe works as well as a file."""
-    peek = getattr(raw, "peek", None)
-    head = peek(len(GZIP_MAGIC))[: len(GZIP_MAGIC)] if peek else b""
-    return _Gunzip(raw) if head == GZIP_MAGIC else raw
+    """Open a text file for reading bytes, decompressed where it is gzip, bzip2 or xz (known by its first
+    bytes, not its name)."""
+    return decompressed(open_input(path), str(path))
 
 
 def open_input(path: str | Path, opener=open) -> IO[bytes]:
-    """Open a user's input file for reading bytes (as is: no gunzipping); InputError naming it if that fails."""
+    """Open a user's input file for reading bytes (as is: no decompression); InputError naming it if that fails."""
     try:
         return opener(path, "rb")
     except FileNotFoundError:
-        gz = Path(path).with_name(Path(path).name + ".gz")
-        hint = f"{gz.name} exists: give that name" if gz.is_file() else "check the path"
+        sibling = compressed_sibling(Path(path))
+        hint = f"{sibling.name} exists: give that name" if sibling else "check the path"
         raise InputError(f"{path}: no such file; {hint}") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, expected a text file") from None
@@ -102,8 +99,8 @@ def open_input(path: str | Path, opener=open) -> IO[bytes]:
 
 
 def read_lines(path: str | Path) -> Iterator[str]:
-    """Yield the lines of a text file (plain or gzip) without their newline (LF or CRLF) and without a
-    byte-order mark; invalid UTF-8 or gzip becomes an InputError naming the line.
+    """Yield the lines of a text file (plain or compressed) without their newline (LF or CRLF) and without
+    a byte-order mark; invalid UTF-8 or damaged compressed data becomes an InputError naming the line.
 
     Lines are decoded one at a time so that an error names the line it is on.
     """
@@ -112,7 +109,7 @@ def read_lines(path: str | Path) -> Iterator[str]:
 
 
 def stream_lines(f: IO[bytes], name: str) -> Iterator[str]:
-    """`read_lines` of an open byte stream (already gunzipped), named `name` in errors."""
+    """`read_lines` of an open byte stream (already decompressed), named `name` in errors."""
     lineno = 0
     try:
         for lineno, raw in enumerate(f, 1):
@@ -123,14 +120,14 @@ def stream_lines(f: IO[bytes], name: str) -> Iterator[str]:
             f"{name}: line {lineno} is not valid UTF-8 ({e.reason} at byte {e.start + 1} of the line); "
             "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
         ) from None
-    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError; damaged data a zlib.error
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:  # gzip.BadGzipFile is an OSError
         raise InputError(f"{name}: cannot read ({e or type(e).__name__}); is the file complete?") from None
 
 
 def byte_blocks(fd: int, name: str) -> Iterator[bytes]:
     """The bytes of file descriptor `fd` as they arrive (os.read returns as soon as some are there, so
-    a pipe that delivers a line at a time is read a line at a time), gunzipped when they begin with
-    gzip's magic bytes (any number of gzip members, as gzip writes them). Errors name `name`."""
+    a pipe that delivers a line at a time is read a line at a time), decompressed when they begin with
+    a compression's signature (`nmt.compression.blocks`). Errors name `name`."""
 
     def read() -> bytes:
         try:
@@ -139,64 +136,22 @@ def byte_blocks(fd: int, name: str) -> Iterator[bytes]:
             raise InputError(os_error_message(e, name, "cannot read the input")) from None
 
     head = read()
-    while 0 < len(head) < len(GZIP_MAGIC):  # a pipe may deliver one byte first
+    while head and undecided(head):  # the first bytes of a compressed pipe may come one by one
         more = read()
         if not more:
             break
         head += more
-    if not head.startswith(GZIP_MAGIC):
-        block = head
-        while block:
-            yield block
-            block = read()
-        return
-    yield from _inflate(head, read, name)
+    yield from blocks(head, read, name)
 
 
 def count_lines(path: str | Path) -> int:
-    """Lines of a text file (plain or gzip), as read_lines counts them, reading it block by block."""
+    """Lines of a text file (plain or compressed), as read_lines counts them, reading it block by block."""
     count, last = 0, b"\n"
     with open_input(path) as f:
         for block in byte_blocks(f.fileno(), str(path)):
             count += block.count(b"\n")
             last = block[-1:]
     return count + (last != b"\n")
-
-
-def _inflate(head: bytes, read: Callable[[], bytes], name: str) -> Iterator[bytes]:
-    """The decompressed bytes of gzip data that begins with `head` and goes on with `read()`, in blocks
-    of at most READ_BLOCK bytes (a small input may inflate hugely). Members follow one another as in
-    `cat a.gz b.gz`; zero bytes that pad the end are skipped, as gzip does."""
-    inflate, fed = zlib.decompressobj(wbits=31), False  # 31: gzip framing
-    pending = head
-    while True:
-        if not pending:
-            pending = read()
-            if not pending:
-                break
-        if not fed:
-            pending = pending.lstrip(b"\0")  # padding after a member
-            if not pending:
-                continue
-        out, fed = _decompress(inflate, pending, name), True
-        while out:
-            yield out
-            if len(out) < READ_BLOCK or inflate.eof or inflate.unconsumed_tail:
-                break
-            out = _decompress(inflate, b"", name)  # what the bound held back
-        pending = inflate.unconsumed_tail
-        if inflate.eof:  # one member done
-            pending = inflate.unused_data + pending
-            inflate, fed = zlib.decompressobj(wbits=31), False
-    if fed:
-        raise InputError(f"{name}: the gzip data ends early (the file is truncated); is the file complete?")
-
-
-def _decompress(inflate, data: bytes, name: str) -> bytes:
-    try:
-        return inflate.decompress(data, READ_BLOCK)
-    except zlib.error as e:
-        raise InputError(f"{name}: not valid gzip data ({e}); is the file complete?") from None
 
 
 # -- outputs are never inputs ----------------------------------------------------------------------
@@ -315,10 +270,13 @@ def _read_only(folder: Path) -> bool:
         return False
 
 
-def check_output_file(path: str | Path, option: str) -> None:
+def check_output_file(path: str | Path, option: str, text: bool = False) -> None:
     """Fail now, before the expensive work, if the file `path` could not be written later: it is a
-    folder, or its folder cannot be created or written to. (A full disk still shows only when writing.)"""
+    folder, its folder cannot be created or written to, or (`text`) its name asks for a compression nmt
+    does not write. (A full disk still shows only when writing.)"""
     path = Path(path)
+    if text:
+        codec_of_name(path.name, option)
     if path.is_dir():
         raise OutputError(f"{option} {path}: is a folder; give a file name (e.g. {path / 'NAME'})")
     _writable_ancestor(path.parent, option)
@@ -339,7 +297,7 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     A crash or exception leaves any earlier `path` untouched and no partial file under its name.
     An OSError (a folder in the way, no permission, a full or read-only disk) becomes an OutputError
     naming `path`: the body only writes to the file, so its OSErrors are write errors too.
-    Text (mode "w") to a name ending in .gz is gzip-compressed, as nmt reads it back.
+    Text (mode "w") to a name ending in .gz, .bz2 or .xz is compressed so, as nmt reads it back.
     """
     path = Path(path)
     if path.is_dir():  # else the final rename fails with the temporary file's name in the message
@@ -358,7 +316,7 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     except OSError as e:
         raise OutputError(os_error_message(e, path, "cannot write")) from e
     try:
-        with os.fdopen(fd, "wb" if _gzipped(name, mode) else mode, **_text_options(mode, name)) as raw:
+        with os.fdopen(fd, "wb" if _compression(name, mode) else mode, **_text_options(mode, name)) as raw:
             with _encoded(raw, name, mode) as f:
                 yield f
             raw.flush()
@@ -373,33 +331,32 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO]:
         raise
 
 
-def _gzipped(name: str, mode: str) -> bool:
-    """Whether text written under `name` is compressed: text files named *.gz are gzip, as they are read."""
-    return "b" not in mode and name.endswith(".gz")
+def _compression(name: str, mode: str) -> Optional[Codec]:
+    """How text (mode "w") written under `name` is compressed: by its suffix (.gz, .bz2, .xz), as it is read."""
+    return None if "b" in mode else codec_of_name(name)
 
 
 def _text_options(mode: str, name: str = "") -> dict:
     """open()'s keyword arguments for `mode`: text is UTF-8 whatever the locale."""
-    return {} if "b" in mode or _gzipped(name, mode) else {"encoding": "utf-8"}
+    return {} if "b" in mode or _compression(name, mode) else {"encoding": "utf-8"}
 
 
 @contextlib.contextmanager
 def _encoded(raw: IO, name: str, mode: str) -> Iterator[IO]:
-    """`raw` itself, or (text to a .gz name) a UTF-8 text stream that gzips into it; closing it writes
-    gzip's trailer and leaves `raw` open."""
-    if not _gzipped(name, mode):
+    """`raw` itself, or (text to a compressed name) a UTF-8 text stream that compresses into it; closing it
+    writes the compression's trailer and leaves `raw` open."""
+    codec = _compression(name, mode)
+    if codec is None:
         yield raw
         return
-    # No file name or time in the header: the same text always gives the same bytes.
-    packed = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # as `gzip -n` writes it
-    with io.TextIOWrapper(packed, encoding="utf-8") as text:  # closes `packed`, not `raw`
+    with compressing(raw, codec) as packed, io.TextIOWrapper(packed, encoding="utf-8") as text:
         yield text
 
 
 def _write_in_place(path: Path, mode: str) -> Iterator[IO]:
     """atomic_write's body for a path that is not a regular file; an OSError becomes an OutputError."""
     try:
-        with open(path, "wb" if _gzipped(path.name, mode) else mode, **_text_options(mode, path.name)) as raw:
+        with open(path, "wb" if _compression(path.name, mode) else mode, **_text_options(mode, path.name)) as raw:
             with _encoded(raw, path.name, mode) as f:
                 yield f
     except OSError as e:

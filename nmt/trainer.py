@@ -226,10 +226,10 @@ class Trainer:
 
     def restore(self, path: Path) -> None:
         ckpt = checkpoint.load(path, map_location=self.device)
-        self.module.load_state_dict(ckpt["model"])
+        checkpoint.load_weights(self.module, ckpt["model"], path)
         if "optimizer" not in ckpt:
             raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) cannot resume training; move it out of {self.out_dir}")
-        self.optimizer.load_state_dict(ckpt["optimizer"])
+        checkpoint.load_optimizer(self.optimizer, ckpt["optimizer"], path)
         if ckpt.get("scaler") and self.scaler.is_enabled():  # a disabled scaler saves {}
             self.scaler.load_state_dict(ckpt["scaler"])
         self.state = TrainState.from_checkpoint(ckpt, path)
@@ -244,13 +244,13 @@ class Trainer:
         learning-rate schedule) from another run's checkpoint. Returns what was taken, for the log."""
         ckpt = checkpoint.load(path, map_location=self.device)
         checkpoint.check_weights(ckpt["model"], path)
-        self.module.load_state_dict(ckpt["model"])
+        checkpoint.load_weights(self.module, ckpt["model"], path)
         taken = ["weights"]
         if not self.cfg.reset_optimizer:
             if "optimizer" not in ckpt:
                 raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) has no optimizer state to keep; "
                                   "drop --no-reset-optimizer, or start from a step checkpoint")
-            self.optimizer.load_state_dict(ckpt["optimizer"])
+            checkpoint.load_optimizer(self.optimizer, ckpt["optimizer"], path)
             taken.append("optimizer state")
         if not self.cfg.reset_lr_scheduler:
             self.state.lr_offset = int(ckpt["updates"]) + int(ckpt.get("lr_offset", 0))

@@ -880,3 +880,40 @@ def test_eval_leaves_ter_out_of_a_line_too_long_for_it(tmp_path, monkeypatch):
     rows = [line.split()[0] for line in r.stdout.splitlines()[1:]]
     assert rows == ["BLEU", "BLEU", "BLEU", "BLEU", "chrF"] and re.search(r"BLEU 13a cased +100\.00", r.stdout)
     assert r.stderr.startswith("warning: TER left out: line 2 of") and "60 words" in r.stderr
+
+
+@pytest.mark.parametrize("damage, skipped", [
+    ({"rng": "x"}, True), ({"position": "5"}, True), ({"updates": -5}, True), ({"lr_offset": "x"}, True),
+    ({"valid_bleu": "x"}, True), ({"optimizer": {"state": "x", "param_groups": []}}, True),
+    ({"optimizer": {"state": {}, "param_groups": []}}, False), ({"model": "extra"}, False),
+], ids=["rng", "position", "negative updates", "lr_offset", "valid_bleu", "optimizer type", "optimizer groups",
+        "model keys"])
+def test_resuming_from_a_damaged_training_state_is_never_a_traceback(damage, skipped, tiny_run, tiny_data, tmp_path):
+    """A damaged newest checkpoint is set aside (the run resumes from the one before) or, where only the
+    model can tell (weights, optimizer groups), refused in one line naming it."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns(LOCK_NAME))
+    newest = checkpoint.latest(run)
+    payload = torch.load(newest, weights_only=True)
+    if damage.get("model") == "extra":
+        payload["model"]["extra.weight"] = torch.zeros(2)
+    else:
+        payload.update(damage)
+    torch.save(payload, newest)
+    r = cli("train", "--data", tiny_data, "--out", run, "--max-updates", 31, "--save-interval", 100)
+    if skipped:
+        assert_cli_ok(r)
+        assert f"skipped {newest}" in r.stderr and (run / (newest.name + ".damaged")).is_file()
+    else:
+        line = assert_cli_error(r, str(newest))
+        assert "does not fit" in line or "do not match" in line
+
+
+def test_average_refuses_checkpoints_of_two_runs(tiny_checkpoint, tmp_path):
+    """Same architecture and vocabulary, another seed: another run, whose weights do not average with these."""
+    payload = torch.load(tiny_checkpoint, weights_only=True)
+    payload["train_config"] = {**payload["train_config"], "seed": 7}
+    torch.save(payload, tmp_path / "other-run.pt")
+    assert_cli_error(cli("average", tiny_checkpoint, tmp_path / "other-run.pt", "--out", tmp_path / "avg.pt"),
+                     "different training runs", "seed")
+    assert not (tmp_path / "avg.pt").exists()

@@ -72,9 +72,20 @@ def gz(text: str, members: int = 1) -> bytes:
     return b"".join(gzip.compress(p) for p in parts)
 
 
+def packed(kind: str, text: str) -> bytes:
+    import bz2
+    import lzma
+
+    return {"bz2": bz2.compress, "xz": lzma.compress}[kind](text.encode())
+
+
 @pytest.mark.parametrize("name, content", [
     ("plain.txt", TEXT.encode()),
     ("text.gz", gz(TEXT)),
+    ("text.bz2", packed("bz2", TEXT)),
+    ("text.xz", packed("xz", TEXT)),
+    ("xz-named-txt.txt", packed("xz", TEXT)),
+    ("two-bz2-streams.bz2", packed("bz2", TEXT[:10]) + packed("bz2", TEXT[10:])),
     ("gzip-named-txt.txt", gz(TEXT)),  # known by its bytes, not its name
     ("two-members.gz", gz(TEXT, members=2)),
     ("padded.gz", gz(TEXT) + b"\0" * 100),  # gzip skips zero padding: so does nmt
@@ -99,6 +110,10 @@ def test_read_lines_and_byte_blocks_read_text_plain_or_gzip(tmp_path, name, cont
     (gz(TEXT)[:15], ["ends early"]),
     (gz(TEXT) + b"garbage", ["not valid gzip data"]),
     (b"\x1f\x8b" + b"\x00" * 30, ["not valid gzip data"]),
+    (packed("xz", TEXT)[:-10], ["xz"]),
+    (packed("bz2", TEXT)[:-10], ["bzip2"]),
+    (b"\x28\xb5\x2f\xfd" + b"\x00" * 20, ["zstd-compressed data", "decompress it first"]),
+    (b"PK\x03\x04" + b"\x00" * 20, ["zip-compressed data"]),
 ])
 def test_damaged_gzip_is_an_input_error_naming_the_file(tmp_path, content, words):
     from nmt.errors import InputError
@@ -163,6 +178,14 @@ def test_atomic_write_gzips_text_named_gz(tmp_path):
         assert data[:2] == b"\x1f\x8b" and gzip.decompress(data).decode() == TEXT
         assert list(read_lines(tmp_path / name)) == TEXT.split("\n")[:-1]
     assert (tmp_path / "out.gz").read_bytes() == (tmp_path / "out.de.gz").read_bytes()  # no name or time inside
+    for name in ("out.bz2", "out.xz"):
+        with atomic_write(tmp_path / name, "w") as f:
+            f.write(TEXT)
+        assert list(read_lines(tmp_path / name)) == TEXT.split("\n")[:-1]
+        (tmp_path / name).unlink()
+    with pytest.raises(OutputError, match="not zstd"):
+        with atomic_write(tmp_path / "out.zst", "w") as f:
+            f.write(TEXT)
     with atomic_write(tmp_path / "model.gz", "wb") as f:  # binary files are written as given
         f.write(b"bytes")
     assert (tmp_path / "model.gz").read_bytes() == b"bytes"
@@ -171,17 +194,17 @@ def test_atomic_write_gzips_text_named_gz(tmp_path):
 
 def test_a_name_never_stands_for_its_gz(tmp_path):
     from nmt.errors import InputError
-    from nmt.files import check_input_file, read_lines, resolve_text
+    from nmt.files import check_input_file, read_lines, resolve_prefixed
 
     (tmp_path / "x.gz").write_bytes(gz(TEXT))
     with pytest.raises(InputError, match="x.gz exists: give that name"):
         check_input_file(tmp_path / "x", "--input")
     with pytest.raises(InputError, match="x.gz exists: give that name"):
         list(read_lines(tmp_path / "x"))
-    assert resolve_text(tmp_path / "x") == tmp_path / "x.gz"  # a prefix's file (prepare): PREFIX.SRC or .gz
+    assert resolve_prefixed(tmp_path / "x") == tmp_path / "x.gz"  # a prefix file (prepare): PREFIX.SRC or .gz
     (tmp_path / "x").write_text("other text\n")
     with pytest.raises(InputError, match="both exist"):
-        resolve_text(tmp_path / "x")
+        resolve_prefixed(tmp_path / "x")
 
 
 # -- an output is never an input --------------------------------------------------------------------
@@ -286,3 +309,20 @@ def test_check_outputs_refuses_exactly_the_outputs_that_are_inputs(tmp_path_fact
     except OutputError:
         refused = True
     assert refused == clash
+
+
+@pytest.mark.parametrize("first", [b"ok\n", b"P\n", b"BZh\n", b"\x1f\n"])
+def test_byte_blocks_never_wait_for_more_than_text_needs(first):
+    """A short first line (even one that starts like a signature) is passed on at once: waiting for the
+    bytes that would tell a compression apart would hold up an interactive pipe."""
+    from nmt.files import byte_blocks
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, first)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(next(byte_blocks(read_fd, "pipe"))), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    os.close(write_fd)
+    os.close(read_fd)
+    assert got == [first]
