@@ -15,7 +15,7 @@ import traceback
 import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Mapping, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup

@@ -9,7 +9,7 @@ from typing import Iterator, Optional
 
 from rich.console import Console
 from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress as RichProgress, ProgressColumn,
-                           Task, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn)
+                           Task, TaskID, TextColumn, TimeRemainingColumn, TransferSpeedColumn)
 from rich.table import Column
 from rich.text import Text
 
