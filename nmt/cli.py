@@ -380,11 +380,10 @@ def bpe_command(
     from nmt.bpe import train_bpe
     from nmt.console import err, progress_display
     from nmt.errors import ConfigError
+    from nmt.files import check_input_file
 
     if seed is not None and sample is None:
         raise ConfigError("--seed only applies with --sample; add --sample N or drop --seed")
-    from nmt.files import check_input_file
-
     check_encode_threads(threads)
     files = [check_input_file(f, "--train") for f in list(train) + list(more or [])]  # x never means x.gz
     with progress_display() as report:
@@ -452,9 +451,8 @@ def train_command(
     """Train a Transformer (or resume the run in --out), on the CPU, GPUs or several machines."""
     from nmt.config import ConfigFile, flag_of, read_config_file, to_toml
     from nmt.console import err, progress_display
-    from nmt.train import plan, train as run
-
     from nmt.errors import ConfigError
+    from nmt.train import plan, train as run
 
     if layers is not None and "encoder_layers" in model and "decoder_layers" in model:
         raise ConfigError("--layers does nothing next to --encoder-layers and --decoder-layers; drop one of them")
@@ -504,9 +502,8 @@ def average_command(
     """Average the parameters of several checkpoints into one."""
     from nmt import checkpoint
     from nmt.console import err
-    from nmt.files import check_output_file
-
     from nmt.errors import OutputError
+    from nmt.files import check_output_file
 
     check_output_file(out, "--out")
     check_distinct("INPUTS", inputs)
@@ -682,13 +679,14 @@ def read_system(name: str) -> tuple[str, list[str]]:
 
 def rendered(*items: Any) -> str:
     """Rich renderables (tables, text) as the plain text of a 200-column console, for stdout."""
+    import io
+
     from rich.console import Console
 
-    console = Console(highlight=False, width=200, color_system=None, file=open(os.devnull, "w"))
+    console = Console(highlight=False, width=200, color_system=None, file=io.StringIO())
     with console.capture() as captured:
         for item in items:
             console.print(item)
-    console.file.close()
     return captured.get()
 
 
