@@ -27,6 +27,9 @@ from test_cli import ENV, assert_user_error, nmt, ok
 
 TINY = ["--preset", "tiny", "--max-tokens", "1024", "--update-tokens", "1024", "--warmup", "50",
         "--valid-interval", "1000", "--threads", "1"]
+# A run that ends at once where a check is missing (as in the code before these checks), not a base model's
+# 100,000 updates
+SHORT = ["--preset", "tiny", "--max-updates", "1", "--threads", "1"]
 
 
 def nmt_limited(*args, fsize: int, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -407,7 +410,7 @@ def templates(root: Path) -> dict[str, list]:
         "prepare": ["prepare", "--bpe", root / "bpe.model", "--train", root / "text", "--src", "en", "--tgt", "de",
                     "--out", root / "new-data"],
         "train": ["train", "--data", root / "data", "--out", root / "new-run", "--config", root / "config.toml",
-                  "--init-from", root / "model.pt", "--max-updates", 1, "--threads", 1],
+                  "--init-from", root / "model.pt", "--preset", "tiny", "--max-updates", 1, "--threads", 1],
         "average": ["average", root / "run", "--last", 2, "--out", root / "new-average.pt"],
         "translate": ["translate", "-m", root / "model.pt", "-i", root / "text.en", "-o", root / "new.de",
                       "--attention", root / "new-attention"],
@@ -492,7 +495,7 @@ def test_the_examples_of_the_issue_lose_no_data(workspace):
     assert_cli_error(cli("average", w / "run", "--last", 2, "--out", w / "run" / "checkpoint_00000030.pt"), "--out")
     assert_cli_error(cli("translate", "-m", w / "model.pt", "-i", w / "text.en", "-o", w / "text.en"), "--output", "--input")
     assert_cli_error(cli("translate", "-m", w / "model.pt", "-i", w / "text.en", "--attention", w / "text.en"), "--attention")
-    assert_cli_error(cli("train", "--data", w / "data", "--out", w / "data"), "--out", "--data")
+    assert_cli_error(cli("train", "--data", w / "data", "--out", w / "data", *SHORT), "--out", "--data")
     assert_cli_error(cli("export", w / "model.pt", w / "model.pt"), "OUT_DIR", "MODEL")
     os.link(w / "text.en", w / "hard-link.en")  # the same file by another name
     (w / "soft-link.en").symlink_to(w / "text.en")
@@ -685,7 +688,7 @@ def test_a_model_and_its_bpe_model_must_agree(tiny_checkpoint, tmp_path):
 
 def test_init_from_a_model_of_the_other_direction_is_refused(tiny_checkpoint, tiny_data, tmp_path):
     reverse = with_data(tiny_checkpoint, tmp_path / "de-en.pt", src="de", tgt="en")
-    assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--init-from", reverse),
+    assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--init-from", reverse, "--max-updates", 1),
                      "--init-from", "de -> en", "en -> de")
     assert not (tmp_path / "run").exists()
 
@@ -724,7 +727,7 @@ def test_a_damaged_checkpoint_config_is_one_line_naming_the_file(command, field,
         "serve": ["serve", "-m", bad, "--port", 0],
         "average": ["average", bad, tiny_checkpoint, "--out", tmp_path / "avg.pt"],
         "export": ["export", bad, tmp_path / "ct2"],
-        "train --init-from": ["train", "--data", tiny_data, "--out", tmp_path / "run", "--init-from", bad],
+        "train --init-from": ["train", "--data", tiny_data, "--out", tmp_path / "run", "--init-from", bad, "--max-updates", 1],
         "prepare --bpe": ["prepare", "--bpe", bad, "--train", tmp_path / "in", "--src", "en", "--tgt", "en2",
                           "--out", tmp_path / "store"],
     }[command]
@@ -741,7 +744,7 @@ def test_a_damaged_meta_json_is_one_line_naming_it(key, value, tiny_data, tmp_pa
     meta = json.loads((data / "meta.json").read_text())
     meta[key] = value
     (data / "meta.json").write_text(json.dumps(meta))
-    assert_cli_error(cli("train", "--data", data, "--out", tmp_path / "run"), "meta.json", key)
+    assert_cli_error(cli("train", "--data", data, "--out", tmp_path / "run", *SHORT), "meta.json", key)
 
 
 def test_a_binary_config_file_is_one_line(tiny_data, tmp_path):
@@ -823,7 +826,7 @@ def test_training_options_that_would_do_nothing_are_refused(args, words, tiny_da
     if "VALIDATED" in args:
         (tmp_path / "corpus").mkdir()
         tiny_data, args = prepare_sample(tmp_path / "corpus", 50, 10), [a for a in args if a != "VALIDATED"]
-    where = (["--data", tiny_data, "--out", tmp_path / "run", "--preset", "tiny"] if args[0] == "train" else
+    where = (["--data", tiny_data, "--out", tmp_path / "run", *SHORT] if args[0] == "train" else
              ["--train", tiny_corpus / "train.en", "--out", tmp_path / "bpe.model"])
     assert_cli_error(cli(args[0], *where, *args[1:]), *words)
     assert not (tmp_path / "run").exists() and not (tmp_path / "bpe.model").exists()
@@ -851,8 +854,10 @@ def hostile_usage(tmp: Path, ckpt: Path, data: Path, bpe: Path) -> dict[str, tup
         "an ensemble of one model twice": (["translate", "-m", ckpt, "-m", ckpt, "-i", tmp / "text.en"], ["given twice"]),
         "--init-from /dev/null": (["train", "--data", data, "--out", tmp / "run", "--init-from", "/dev/null"],
                                   ["/dev/null: not a checkpoint file"]),
-        "--lr-factor 1e308": (["train", "--data", data, "--out", tmp / "run", "--lr-factor", "1e308"], ["--lr-factor"]),
-        "--adam-eps 1e308": (["train", "--data", data, "--out", tmp / "run", "--adam-eps", "1e308"], ["--adam-eps"]),
+        "--lr-factor 1e308": (["train", "--data", data, "--out", tmp / "run", "--lr-factor", "1e308", *SHORT],
+                              ["--lr-factor"]),
+        "--adam-eps 1e308": (["train", "--data", data, "--out", tmp / "run", "--adam-eps", "1e308", *SHORT],
+                             ["--adam-eps"]),
     }
 
 
