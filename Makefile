@@ -25,6 +25,9 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	# youtokentome ships no wheel for recent Pythons; its build imports Cython, hence no build isolation.
 	$(PIP) install -q Cython
 	$(PY) -c "import youtokentome" 2>/dev/null || $(PIP) install -q --no-build-isolation youtokentome
+	# The distribution is nmt-toolkit (`nmt` on the package index is another project); an environment
+	# made when it was called nmt drops that install first, so that one distribution owns `nmt`.
+	$(PIP) uninstall -q -y nmt 2>/dev/null || true
 	$(PIP) install -q -e ".[test,serve]"
 	touch $@
 

@@ -2,7 +2,7 @@
 
 The weights come from a teacher-forced pass over the translation the search chose (the same
 weights the decoder computed while generating it, without dropout). Plotting needs matplotlib,
-an optional extra: `pip install 'nmt[plot]'`.
+an optional extra: `pip install 'nmt-toolkit[plot]'`.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def require_matplotlib():
         import matplotlib
     except ImportError:
         raise InputError("--attention needs matplotlib, which is not installed; "
-                         "install it with: pip install 'nmt[plot]' (or pip install matplotlib)") from None
+                         "install it with: pip install 'nmt-toolkit[plot]' (or pip install matplotlib)") from None
     matplotlib.use("Agg")  # files only: no display needed, works over ssh and in CI
     import matplotlib.pyplot as plt
     return plt

@@ -86,10 +86,7 @@ class Checkpoint:
         """The Transformer these weights belong to (on the CPU, in eval mode)."""
         check_weights(self.weights, path)
         model = Transformer(self.model_config)
-        try:
-            model.load_state_dict(self.weights)
-        except RuntimeError as e:
-            raise CheckpointError(f"{path}: weights do not match the stored model config ({str(e).splitlines()[0]})") from None
+        load_weights(model, self.weights, path)
         return model.eval()
 
     def for_inference(self) -> "Checkpoint":
@@ -134,13 +131,48 @@ class Checkpoint:
             raise CheckpointError(f"{path}: its weights are a {type(payload['model']).__name__}, not a table; it is damaged")
         resumable = None
         if all(k in payload for k in ("optimizer", "rng")):
-            rng = payload["rng"]
-            if not (isinstance(rng, list) and rng and isinstance(payload["optimizer"], dict)):
-                raise CheckpointError(f"{path}: its optimizer or random state is malformed; it is damaged")
-            resumable = Resumable(payload["optimizer"], payload.get("scaler") or {}, rng)
+            resumable = typed_resumable(payload, path)
         averaged = payload.get("averaged") or []
         return cls(model_config, train_config, data, payload["tokenizer"], payload["model"],
                    typed_state(payload["state"], path), resumable, search, [str(a) for a in averaged])
+
+
+def typed_resumable(payload: dict[str, Any], path: Path | str) -> Resumable:
+    """What a resume reads, each part of the type it is read as: the optimizer's state and each rank's
+    random generators (a hand-edited or foreign file could hold anything)."""
+    def damaged(what: str, value: Any) -> CheckpointError:
+        return CheckpointError(f"{path}: its {what} is {str(value)[:60]!r}, not what nmt wrote; the file is damaged")
+
+    optimizer, rng, scaler = payload["optimizer"], payload["rng"], payload.get("scaler") or {}
+    if not (isinstance(optimizer, dict) and isinstance(optimizer.get("state"), dict)
+            and isinstance(optimizer.get("param_groups"), list)):
+        raise damaged("optimizer state", optimizer)
+    if not (isinstance(rng, list) and rng):
+        raise damaged("random generator state", rng)
+    for state in rng:
+        if not (isinstance(state, dict) and isinstance(state.get("torch"), torch.Tensor)
+                and state["torch"].dtype == torch.uint8):
+            raise damaged("random generator state", state)
+    if not isinstance(scaler, dict):
+        raise damaged("loss scaler state", scaler)
+    return Resumable(optimizer, scaler, rng)
+
+
+def load_weights(module: torch.nn.Module, state: dict[str, Any], path: Path | str) -> None:
+    """`module.load_state_dict(state)`; weights that do not fit the module are a CheckpointError naming `path`."""
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: weights do not match the stored model config ({str(e).splitlines()[0]})") from None
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, state: dict[str, Any], path: Path | str) -> None:
+    """`optimizer.load_state_dict(state)`; a state that does not fit is a CheckpointError naming `path`."""
+    try:
+        optimizer.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+        raise CheckpointError(f"{path}: its optimizer state does not fit the model ({str(e).splitlines()[0][:120]}); "
+                              "the file is damaged: move it out of the run folder to resume from the one before") from None
 
 
 def typed_state(data: object, path: Path | str) -> TrainState:
@@ -158,6 +190,8 @@ def typed_state(data: object, path: Path | str) -> TrainState:
             check_type(name, value, kinds[name])
         except ConfigError as e:
             raise CheckpointError(f"{path}: training state {e}; the file is damaged") from None
+        if isinstance(value, (int, float)) and value < 0 and name != "valid_loss":
+            raise CheckpointError(f"{path}: training state {name} is {value}, below 0; the file is damaged")
     return TrainState(**values)
 
 
@@ -230,8 +264,10 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoi
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path}: is a directory; pass a checkpoint file (e.g. {path}/averaged.pt)")
+    if not path.exists():
+        raise InputError(f"{path}: no such checkpoint; check the path")
     if not path.is_file():
-        raise InputError(f"{path}: no such checkpoint; check --model")
+        raise InputError(f"{path}: not a checkpoint file (a device or a pipe); pass a .pt file from nmt train or average")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file, not a bug
@@ -330,8 +366,9 @@ def average(paths: list[Path]) -> Checkpoint:
         if ckpt.model_config != first.model_config or ckpt.tokenizer != first.tokenizer or ckpt.data != first.data:
             what = ("model config" if ckpt.model_config != first.model_config else
                     "tokenizer (vocabulary)" if ckpt.tokenizer != first.tokenizer else
-                    f"data ({ckpt.data.direction} vs {first.data.direction})")
+                    f"data ({ckpt.data.src} -> {ckpt.data.tgt} vs {first.data.src} -> {first.data.tgt})")
             raise CheckpointError(f"{path}: its {what} differs from {paths[0]}'s; average checkpoints of one run only")
+        check_same_run(ckpt, first, path, paths[0])
         check_weights(ckpt.weights, path)
         check_same_tensors(ckpt.weights, first.weights, path, paths[0])
         for k, v in ckpt.weights.items():
@@ -342,6 +379,28 @@ def average(paths: list[Path]) -> Checkpoint:
     n = len(paths)
     weights = {k: (v / n).to(first.weights[k].dtype) if v.is_floating_point() else v for k, v in sums.items()}
     return dataclasses.replace(first.for_inference(), weights=weights, averaged=[str(p) for p in paths])
+
+
+def check_same_run(ckpt: dict[str, Any], first: dict[str, Any], path: Path, first_path: Path) -> None:
+    """CheckpointError unless two checkpoints come from one run (or from fine-tunings of one checkpoint, whose
+    average is a "model soup"): the mean of independently initialised weights is no model at all."""
+    ours, theirs = ckpt["train_config"], first["train_config"]
+    same_start = ours.get("init_from") and ours.get("init_from") == theirs.get("init_from")
+    if ours.get("seed") != theirs.get("seed") and not same_start:
+        raise CheckpointError(f"{path} and {first_path} come from different training runs (seed {ours.get('seed')} and "
+                              f"{theirs.get('seed')}); the average of independently trained weights is no model: "
+                              "average checkpoints of one run only")
+
+
+def check_same_run(ckpt: Checkpoint, first: Checkpoint, path: Path, first_path: Path) -> None:
+    """CheckpointError unless two checkpoints come from one run (or from fine-tunings of one checkpoint, whose
+    average is a "model soup"): the mean of independently initialised weights is no model at all."""
+    ours, theirs = ckpt.train_config, first.train_config
+    same_start = ours.init_from and ours.init_from == theirs.init_from
+    if ours.seed != theirs.seed and not same_start:
+        raise CheckpointError(f"{path} and {first_path} come from different training runs (seed {ours.seed} and "
+                              f"{theirs.seed}); the average of independently trained weights is no model: "
+                              "average checkpoints of one run only")
 
 
 def check_same_tensors(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], path: Path,

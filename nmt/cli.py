@@ -9,16 +9,19 @@ import contextlib
 import errno
 import json
 import os
+import re
 import sys
 import traceback
-from dataclasses import asdict
+import typing
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Callable, List, Mapping, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 from typing_extensions import Annotated
 
+from nmt import __version__
 from nmt.config import FilterConfig, InferenceConfig, ModelConfig, Overrides, SearchConfig, ServeConfig, TrainConfig
 from nmt.errors import NmtError, os_error_message
 from nmt.options import with_config_options
@@ -103,19 +106,191 @@ app = typer.Typer(
     cls=ErrorBoundary,
     name="nmt",
     help="Neural machine translation with the Transformer: download, bpe, prepare, train, average, translate, eval.\n\n"
-         "Example: nmt demo --out /tmp/demo",
+         "Example: nmt demo --out nmt-demo",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion and --show-completion (bash, zsh, fish, PowerShell)
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits -h
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 DEBUG = {"on": bool(os.environ.get("NMT_DEBUG"))}
 
 
+def print_version(value: bool) -> None:
+    if value:
+        write_stdout(f"nmt {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def main_options(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False) -> None:
+def main_options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", "-V", help="Print the version and exit.", is_eager=True,
+                                          callback=print_version)] = False,
+) -> None:
     if debug:
         DEBUG["on"] = True
+
+
+# -- what each command reads and writes --------------------------------------------------------------
+# The one place where outputs are marked. Every other path a command takes (each Path option or
+# argument, and the files that its string options name) is an input; PathGuard checks them against
+# each other (nmt.files.check_outputs) before the command does any work.
+
+
+@dataclass(frozen=True)
+class Writes:
+    """An output parameter: a file, or a folder of which `owns(relative path, input option)` tells the
+    paths the command writes over or deletes (None: the whole folder)."""
+
+    folder: bool = False
+    owns: Optional[Callable[[str, str], bool]] = None
+
+
+FILE = Writes()
+
+
+def run_folder_owns(relative: str, option: str) -> bool:
+    """What `nmt train` writes or deletes in its run folder; its own config.toml may be the --config
+    (a resume rewrites it with the settings read from it)."""
+    from nmt.checkpoint import BEST_NAME, DAMAGED_SUFFIX, STEP_PATTERN
+    from nmt.files import LOCK_NAME
+    from nmt.trainer import CONFIG_NAME, LOG_NAME, TENSORBOARD_DIR
+
+    if relative == CONFIG_NAME:
+        return option != "--config"
+    name = relative.removesuffix(DAMAGED_SUFFIX)
+    return bool(STEP_PATTERN.match(name) or name == BEST_NAME or relative in (LOG_NAME, LOCK_NAME)
+                or relative.startswith(TENSORBOARD_DIR + "/") or re.fullmatch(r"\.[^/]*\.tmp", relative))
+
+
+def data_folder_owns(relative: str, option: str) -> bool:
+    """A data folder is nmt prepare's own: it holds no inputs but the store's own bpe.model given as --bpe
+    (written back, byte for byte)."""
+    return not (relative == "bpe.model" and option == "--bpe")
+
+
+def heatmaps_own(relative: str, option: str) -> bool:
+    return re.fullmatch(r"line\d{5}\.layer\d+\.png", relative) is not None
+
+
+def prefixed_files(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """prepare's --train/--valid/--test PREFIX: the files PREFIX.SRC and PREFIX.TGT (or .gz) it reads."""
+    from nmt.files import resolve_prefixed
+
+    found = []
+    for key in ("train", "valid", "test"):
+        prefix = params.get(key)
+        for lang in (params.get("src"), params.get("tgt")):
+            if prefix and lang:
+                with contextlib.suppress(NmtError):  # a missing file: the command itself says so
+                    found.append((f"--{key}", resolve_prefixed(f"{prefix}.{lang}")))
+    return found
+
+
+def run_checkpoints(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """average's run folder: the checkpoints in it that --last may read."""
+    inputs = params.get("inputs") or []
+    if len(inputs) != 1 or not Path(inputs[0]).is_dir():
+        return []
+    from nmt.checkpoint import BEST_NAME, step_checkpoints
+
+    best = Path(inputs[0]) / BEST_NAME
+    return [("INPUTS", p) for p in step_checkpoints(Path(inputs[0])) + ([best] if best.is_file() else [])]
+
+
+def eval_reads_stdin(params: Mapping[str, Any]) -> bool:
+    hyp = params.get("hyp") or []
+    return "-" in hyp or (not hyp and not params.get("model"))
+
+
+@dataclass(frozen=True)
+class CommandPaths:
+    """A command's outputs (parameter -> Writes), the files its string options name (`named`), and
+    whether it reads stdin and prints results on stdout, for given parameter values."""
+
+    outputs: Mapping[str, Writes] = field(default_factory=dict)
+    named: Callable[[Mapping[str, Any]], list[tuple[str, Path]]] = lambda params: []
+    reads_stdin: Callable[[Mapping[str, Any]], bool] = lambda params: False
+    prints: Callable[[Mapping[str, Any]], bool] = lambda params: False
+
+
+COMMAND_PATHS: dict[str, CommandPaths] = {
+    "bpe": CommandPaths({"out": FILE}),
+    "prepare": CommandPaths({"out": Writes(True, data_folder_owns)}, named=prefixed_files, prints=lambda p: True),
+    "train": CommandPaths({"out": Writes(True, run_folder_owns)},
+                          named=lambda p: [("--init-from", Path(p["init_from"]))] if p.get("init_from") else [],
+                          prints=lambda p: bool(p.get("print_config"))),
+    "average": CommandPaths({"out": FILE}, named=run_checkpoints),
+    "translate": CommandPaths({"output": FILE, "attention": Writes(True, heatmaps_own)},
+                              reads_stdin=lambda p: p.get("input") is None, prints=lambda p: p.get("output") is None),
+    "eval": CommandPaths({"save_hyp": FILE}, named=lambda p: [("--hyp", Path(h)) for h in p.get("hyp") or [] if h != "-"],
+                         reads_stdin=eval_reads_stdin, prints=lambda p: True),
+    "demo": CommandPaths({"out": Writes(True)}, prints=lambda p: True),
+    "download": CommandPaths({"out": Writes(True)}, prints=lambda p: bool(p.get("list_") or p.get("verify"))),
+    "serve": CommandPaths(),
+    "export": CommandPaths({"out_dir": Writes(True)}),
+}
+
+
+def parameter_label(param: Any) -> str:
+    """How the user names a parameter: an option's long name (--output), an argument's name (OUT_DIR)."""
+    if param.param_type_name == "option":
+        return next((o for o in param.opts if o.startswith("--")), param.opts[0])
+    return param.metavar or param.name.upper()
+
+
+def is_path_parameter(param: Any) -> bool:
+    """Whether a parameter of a typer command takes paths (typer's own parameters, or click's before typer 0.20)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is None:
+        return type(getattr(param, "type", None)).__name__ == "Path"
+    kind = descriptor.annotation  # Path, or List[Path] for a repeated option
+    return bool(descriptor.is_path) or (typing.get_origin(kind) in (list, tuple) and typing.get_args(kind)[:1] == (Path,))
+
+
+def path_values(value: Any) -> list[Path]:
+    if value is None:
+        return []
+    return [Path(v) for v in value] if isinstance(value, (list, tuple)) else [Path(value)]
+
+
+def command_paths(command: Any, params: Mapping[str, Any]) -> tuple[list, list[tuple[str, Path]]]:
+    """The outputs (nmt.files.Output) and inputs ((label, path)) of `command` called with `params`."""
+    from nmt.files import Output
+
+    roles = COMMAND_PATHS[command.name]
+    outputs, inputs = [], []
+    for param in command.params:
+        if not is_path_parameter(param):
+            continue
+        for path in path_values(params.get(param.name)):
+            role = roles.outputs.get(param.name)
+            if role is None:
+                inputs.append((parameter_label(param), path))
+            else:
+                outputs.append(Output(parameter_label(param), path, role.folder, role.owns))
+    return outputs, inputs + roles.named(params)
+
+
+class PathGuard(TyperCommand):
+    """Every nmt command: before it runs, a closed stdout where it prints results, and outputs that are
+    inputs (files, folders holding them, redirections) are one-line errors."""
+
+    def invoke(self, ctx: Any) -> Any:
+        from nmt.files import check_outputs
+
+        roles = COMMAND_PATHS[self.name]
+        if roles.prints(ctx.params):
+            require_stdout()
+        outputs, inputs = command_paths(self, ctx.params)
+        check_outputs(outputs, inputs, reads_stdin=roles.reads_stdin(ctx.params))
+        return super().invoke(ctx)
+
+
+def command(name: str, **kwargs: Any) -> Callable:
+    """`app.command`, guarded: every nmt command is a PathGuard."""
+    return app.command(name, cls=PathGuard, **kwargs)
 
 
 # -- shared options ------------------------------------------------------------------------------
@@ -137,6 +312,24 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+def check_encode_threads(threads: int) -> None:
+    from nmt.config import MAX_THREADS, check_range
+
+    check_range("--threads", threads, 0, MAX_THREADS)
+
+
+def check_distinct(option: str, paths: List[Path]) -> None:
+    """ConfigError when a file is given twice (an ensemble of a model with itself, an average of a
+    checkpoint with itself: the same result as once, at twice the cost, and most likely a slip)."""
+    from nmt.errors import ConfigError
+    from nmt.files import same_file
+
+    for i, path in enumerate(paths):
+        for earlier in paths[:i]:
+            if same_file(path, earlier):
+                raise ConfigError(f"{option} {path} is given twice (also as {earlier}); give each file once")
+
+
 def stdin_bytes():
     """stdin as a byte stream; InputError when the shell closed it (`<&-`)."""
     from nmt.errors import InputError
@@ -146,13 +339,20 @@ def stdin_bytes():
     return sys.stdin.buffer
 
 
+def require_stdout() -> None:
+    """OutputError when the shell closed stdout (`>&-`): the results would vanish."""
+    from nmt.errors import OutputError
+
+    if sys.stdout is None:
+        raise OutputError("stdout is closed; the results have nowhere to go: send them to a file (> FILE) or a pipe")
+
+
 def write_stdout(text: str) -> None:
     """Write results to stdout now (a pipeline reads them as they come); a failed write (a full disk
     under `> FILE`) names stdout. A closed pipe stays a BrokenPipeError: ErrorBoundary exits 141."""
     from nmt.errors import OutputError
 
-    if sys.stdout is None:  # the shell closed it (`>&-`): the results would vanish
-        raise OutputError("stdout is closed; the results have nowhere to go: send them to a file (> FILE) or a pipe")
+    require_stdout()
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -165,36 +365,42 @@ def write_stdout(text: str) -> None:
 # -- commands ------------------------------------------------------------------------------------
 
 
-@app.command("bpe", epilog="Example: nmt bpe --train data/train.en data/train.de --vocab-size 37000 --out run/bpe.model")
+@command("bpe", epilog="Example: nmt bpe --train data/train.en data/train.de --vocab-size 37000 --out run/bpe.model")
 def bpe_command(
-    train: Annotated[List[Path], typer.Option("--train", help="Text files (plain or .gz); list several after one --train.")],
+    train: Annotated[List[Path], typer.Option("--train", help="Text files (plain, gzip, bzip2 or xz); list several after one --train.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the BPE model.")],
-    more: Annotated[Optional[List[Path]], typer.Argument(help="More training files.", show_default=False)] = None,
+    more: Annotated[Optional[List[Path]], typer.Argument(help="More training files.", show_default=False,
+                                                         metavar="FILES")] = None,
     vocab_size: Annotated[int, typer.Option("--vocab-size", help="Joint vocabulary size.")] = 37000,
     sample: Annotated[Optional[int], typer.Option("--sample", help="Train on a seeded random sample of N lines.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample.")] = 1,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of --sample (default 1).", show_default=False)] = None,
     threads: EncodeThreads = 0,
     kind: Annotated[str, typer.Option("--kind", help="youtokentome (BPE) or sentencepiece.")] = "youtokentome",
     model_type: Annotated[Optional[str], typer.Option("--model-type", help="sentencepiece only: unigram (default) or bpe.")] = None,
 ) -> None:
     """Learn a joint (source + target) subword vocabulary: BPE with youtokentome, or SentencePiece."""
     from nmt.console import err, progress_display
+    from nmt.errors import ConfigError
+    from nmt.files import check_input_file
     from nmt.tokenizer import describe_kind, train_tokenizer
 
-    files = list(train) + list(more or [])
+    if seed is not None and sample is None:
+        raise ConfigError("--seed only applies with --sample; add --sample N or drop --seed")
+    check_encode_threads(threads)
+    files = [check_input_file(f, "--train") for f in list(train) + list(more or [])]  # x never means x.gz
     with progress_display() as report:
-        tok = train_tokenizer(kind, files, out, vocab_size=vocab_size, model_type=model_type, sample=sample, seed=seed,
-                              threads=threads or -1, progress=report)
+        tok = train_tokenizer(kind, files, out, vocab_size=vocab_size, model_type=model_type, sample=sample,
+                              seed=1 if seed is None else seed, threads=threads or -1, progress=report)
     err.print(f"{describe_kind(tok)} model with {tok.vocab_size:,} tokens written to {out}")
 
 
-@app.command("prepare", epilog="Example: nmt prepare --bpe run/bpe.model --train data/train --valid data/valid "
+@command("prepare", epilog="Example: nmt prepare --bpe run/bpe.model --train data/train --valid data/valid "
                                 "--src en --tgt de --out run/data")
 @with_config_options({"filters": FilterConfig})
 def prepare_command(
     bpe_model: Annotated[Path, typer.Option("--bpe", help="Model from `nmt bpe` (youtokentome or SentencePiece), or a "
                          "checkpoint (.pt) whose tokenizer to use (to fine-tune it on this data).")],
-    train: Annotated[str, typer.Option("--train", help="Path prefix: PREFIX.SRC and PREFIX.TGT (plain or .gz).")],
+    train: Annotated[str, typer.Option("--train", help="Path prefix: PREFIX.SRC and PREFIX.TGT (or .gz, .bz2, .xz).")],
     out: Annotated[Path, typer.Option("--out", help="Folder for the binarized data.")],
     src: Annotated[str, typer.Option("--src", help="Source language suffix.")],
     tgt: Annotated[str, typer.Option("--tgt", help="Target language suffix.")],
@@ -210,6 +416,7 @@ def prepare_command(
     from nmt.files import is_checkpoint_file
     from nmt.tokenizer import Tokenizer, load_tokenizer
 
+    check_encode_threads(threads)
     bpe: Path | Tokenizer = bpe_model
     if is_checkpoint_file(bpe_model):
         from nmt.checkpoint import tokenizer_data  # imports torch: only for a checkpoint
@@ -218,10 +425,10 @@ def prepare_command(
     with progress_display() as report:
         reports = prepare(bpe, out, src, tgt, train, valid, test, filters=filters.apply(),
                           threads=threads or -1, chunk_size=chunk_size, progress=report)
-    print(json.dumps({split: asdict(r) for split, r in reports.items()}, indent=2))  # the filter report is the result
+    write_stdout(json.dumps({split: asdict(r) for split, r in reports.items()}, indent=2) + "\n")  # the result
 
 
-@app.command("train", epilog="Example: nmt train --data run/data --out run --preset base --gpus 8   "
+@command("train", epilog="Example: nmt train --data run/data --out run --preset base --gpus 8   "
                               "(multi-node: torchrun ... -m nmt train ..., see docs/training.md)")
 @with_config_options({"model": ModelConfig, "train": TrainConfig})
 def train_command(
@@ -244,10 +451,20 @@ def train_command(
                             "and exit without training.")] = False,
 ) -> None:
     """Train a Transformer (or resume the run in --out), on the CPU, GPUs or several machines."""
-    from nmt.config import ConfigFile, read_config_file, to_toml
+    from nmt.config import ConfigFile, flag_of, read_config_file, to_toml
     from nmt.console import err, progress_display
+    from nmt.errors import ConfigError
     from nmt.train import plan, train as run
 
+    if layers is not None and "encoder_layers" in model and "decoder_layers" in model:
+        raise ConfigError("--layers does nothing next to --encoder-layers and --decoder-layers; drop one of them")
+    # What only a validation split gives meaning to (--valid-interval and --valid-bleu-sentences also turn
+    # validation down, so they pass)
+    validating = [f"{flag_of(TrainConfig, k)} {train.get(k)}" for k in ("valid_beam", "patience")
+                  if train.get(k, 0) > TrainConfig.__dataclass_fields__[k].default]
+    if validating and not print_config and not has_split(data, "valid"):
+        raise ConfigError(f"{', '.join(validating)}: {data} has no validation split, so nothing is validated; "
+                          "prepare the data with --valid PREFIX, or drop it")
     set_threads(threads)
     file = read_config_file(config) if config else ConfigFile.EMPTY
     chosen = preset or file.preset
@@ -256,7 +473,7 @@ def train_command(
     train = file.train | train
     if print_config:
         model_cfg, train_cfg, _ = plan(data, out, chosen, model, train)
-        print(to_toml(model_cfg, train_cfg), end="")
+        write_stdout(to_toml(model_cfg, train_cfg))
         return
     with progress_display() as report:
         result = run(data, out, chosen, model, train, gpus=gpus, progress=report, nproc=nproc, threads=threads)
@@ -268,7 +485,17 @@ def train_command(
               f"{valid}; stopped by {result.stopped or 'request'}; last checkpoint {result.checkpoint}")
 
 
-@app.command("average", epilog="Example: nmt average run --last 5 --out run/averaged.pt")
+def has_split(data: Path, split: str) -> bool:
+    """Whether the data folder holds `split` (True when it cannot be read: training will say why)."""
+    from nmt.dataset import load_meta
+
+    try:
+        return split in load_meta(data)["splits"]
+    except NmtError:
+        return True
+
+
+@command("average", epilog="Example: nmt average run --last 5 --out run/averaged.pt")
 def average_command(
     inputs: Annotated[List[Path], typer.Argument(help="A run folder (with --last N) or checkpoint files.")],
     out: Annotated[Path, typer.Option("--out", help="Averaged checkpoint to write.")],
@@ -277,15 +504,20 @@ def average_command(
     """Average the parameters of several checkpoints into one."""
     from nmt import checkpoint
     from nmt.console import err
+    from nmt.errors import OutputError
     from nmt.files import check_output_file
 
     check_output_file(out, "--out")
+    check_distinct("INPUTS", inputs)
+    if checkpoint.STEP_PATTERN.match(out.name) or out.name == checkpoint.BEST_NAME:
+        raise OutputError(f"--out {out}: {out.name} is a name of training's own checkpoints (resuming and --last "
+                          "would take the average for one); name it e.g. averaged.pt")
     paths = checkpoint.resolve_average_inputs(inputs, last)
     checkpoint.save(out, checkpoint.average(paths))
     err.print(f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {out}")
 
 
-@app.command("translate", epilog="Example: cat news.en | nmt translate --model run/averaged.pt --beam 4 > news.de")
+@command("translate", epilog="Example: cat news.en | nmt translate --model run/averaged.pt --beam 4 > news.de")
 @with_config_options({"search": SearchConfig, "inference": InferenceConfig})
 def translate_command(
     model: ModelPaths,
@@ -299,18 +531,22 @@ def translate_command(
     alignments: Annotated[bool, typer.Option("--alignments", help="Also print word alignments from the last layer's "
                           "cross-attention, Pharaoh format: TEXT ||| 0-0 1-2 ... (n-best: an extra column).")] = False,
 ) -> None:
-    """Translate stdin to stdout, one output line per input line, streaming."""
+    """Translate stdin to stdout, one output line per input line, streaming (plain or compressed text:
+    gzip, bzip2, xz; -o NAME.gz writes gzip)."""
     from nmt.attention import pharaoh
-    from nmt.console import plain_logger
+    from nmt.console import message_logger, progress_wanted, translation_progress
     from nmt.errors import ConfigError
-    from nmt.files import atomic_write, check_output_file, open_binary, resolve_text
+    from nmt.files import atomic_write, check_input_file, check_output_file, count_lines, open_input
     from nmt.translate import Translator, format_nbest, read_chunks
 
+    check_distinct("--model", model)
     if output:
-        check_output_file(output, "--output")
+        check_output_file(output, "--output", text=True)
+    if input:
+        check_input_file(input, "--input")
     options = inference.apply()
     set_threads(options.threads)
-    log = plain_logger()
+    log = message_logger()
     if attention:
         from nmt.attention import require_matplotlib, write_heatmaps
         from nmt.progress import Progress
@@ -319,10 +555,14 @@ def translate_command(
         raise ConfigError("--attention and --alignments read one model's attention; give one --model, not an ensemble")
     translator = Translator.open(model, search, options, progress=log)
     nbest = translator.search_cfg.nbest
-    stream = open_binary(resolve_text(input)) if input else stdin_bytes()
+    # A bar (sentences/s, time left) for a file on a terminal; a pipe or a log gets only warnings.
+    total = count_lines(input) if input and input.is_file() and progress_wanted() else None
+    stream = open_input(input) if input else stdin_bytes()
     try:
-        with atomic_write(output, "w") if output else contextlib.nullcontext() as out_file:
+        with atomic_write(output, "w") if output else contextlib.nullcontext() as out_file, \
+                translation_progress(total) as report:
             write = out_file.write if output else write_stdout
+            translator.progress = log = report
             for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
                 lines = format_nbest(i, t) if nbest > 1 else [t.text]
                 if alignments:
@@ -337,7 +577,7 @@ def translate_command(
             stream.close()
 
 
-@app.command("eval", epilog="Example: nmt eval --model run/averaged.pt --src test.en --ref test.de --json   "
+@command("eval", epilog="Example: nmt eval --model run/averaged.pt --src test.en --ref test.de --json   "
                             "|   nmt eval --ref test.de --hyp base.de --hyp new.de --paired-bs")
 @with_config_options({"search": SearchConfig, "inference": InferenceConfig})
 def eval_command(
@@ -354,60 +594,81 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
     paired_bs: Annotated[bool, typer.Option("--paired-bs", help="Paired bootstrap resampling (sacreBLEU's) of every "
                          "system against the first --hyp, the baseline: BLEU, chrF, TER with p-values.")] = False,
-    paired_bs_n: Annotated[int, typer.Option("--paired-bs-n", help="Bootstrap resamples.")] = 1000,
+    paired_bs_n: Annotated[Optional[int], typer.Option("--paired-bs-n", help="Bootstrap resamples (default 1000).",
+                                                       show_default=False)] = None,
 ) -> None:
     """Score translations with sacreBLEU (BLEU 13a/intl, cased/uncased, chrF, TER), against one or more references;
-    compare systems with paired bootstrap resampling."""
-    from nmt.config import INT_MAX, check_range
-    from nmt.console import plain_logger
-    from nmt.errors import InputError
-    from nmt.evaluate import check_parallel, paired_bootstrap, score, to_json
+    compare systems with paired bootstrap resampling. Text may be gzip, bzip2 or xz; --save-hyp NAME.gz writes gzip."""
+    from nmt.config import INT_MAX, check_range, flag_of
+    from nmt.console import message_logger, translation_progress
+    from nmt.errors import ConfigError, InputError
+    from nmt.evaluate import check_parallel, paired_bootstrap, reference_sets, score, ter_left_out, to_json
     from nmt.files import atomic_write, check_output_file, read_lines
+    from nmt.progress import Progress
     from nmt.translate import Translator, translate_file
 
+    if paired_bs_n is not None and not paired_bs:
+        raise ConfigError("--paired-bs-n only applies with --paired-bs; add --paired-bs or drop --paired-bs-n")
+    paired_bs_n = 1000 if paired_bs_n is None else paired_bs_n
     check_range("--paired-bs-n", paired_bs_n, 1, INT_MAX)
+    if not model:  # what only translating uses would do nothing
+        unused = [f"--src {src}"] if src else []
+        unused += [f"--save-hyp {save_hyp}"] if save_hyp else []
+        unused += [flag_of(cls, name) for cls, given in ((SearchConfig, search), (InferenceConfig, inference))
+                   for name in given.values]
+        if unused:
+            raise ConfigError(f"{', '.join(unused)}: only {'applies' if len(unused) == 1 else 'apply'} with --model "
+                              f"(translating --src); add --model CHECKPOINT or drop {'it' if len(unused) == 1 else 'them'}")
+    elif src is None:
+        raise InputError("--model needs --src: the source file to translate")
+    else:
+        check_distinct("--model", model)
+        search_cfg, options = search.apply(), inference.apply()  # contradictions now, before reading anything
+        if search_cfg.nbest > 1 and not search_cfg.sampling:  # eval scores each line's best hypothesis
+            raise ConfigError(f"--nbest {search_cfg.nbest} does nothing here: eval scores the best translation of "
+                              "each line, which the n-best list does not change (with --sampling it scores the best "
+                              "of N draws); drop --nbest")
     if save_hyp:
-        check_output_file(save_hyp, "--save-hyp")  # now, not after translating everything
+        check_output_file(save_hyp, "--save-hyp", text=True)  # now, not after translating everything
     refs = [list(read_lines(r)) for r in ref]
     ref_names = [str(r) for r in ref]
     systems = [read_system(h) for h in (hyp or ([] if model else ["-"]))]
     if model:
-        if src is None:
-            raise InputError("--model needs --src: the source file to translate")
         sources = list(read_lines(src))
         check_parallel(sources, refs[0], str(src), ref_names[0])
-        options = inference.apply()
         set_threads(options.threads)
-        translator = Translator.open(model, search, options, progress=plain_logger())
-        translations = translate_file(translator, None, sources)
+        translator = Translator.open(model, search_cfg, options, progress=message_logger())
+        with translation_progress(len(sources)) as report:
+            translator.progress = report
+            translations = translate_file(translator, None, sources)
         systems.append((f"translations of {src}", translations))
         if save_hyp:
             with atomic_write(save_hyp, "w") as f:
                 f.write("".join(h + "\n" for h in translations))
+    left_out = ter_left_out(systems, reference_sets(refs), ref_names)
+    if left_out:
+        message_logger()(Progress("eval", message=f"warning: {left_out}"))
     if paired_bs:
         results, signatures = paired_bootstrap(systems, refs, paired_bs_n)
         if as_json:
-            print(json.dumps({"refs": ref_names, "lines": len(refs[0]), "signatures": signatures,
-                              "paired_bs": [asdict(r) for r in results]}, indent=2))
+            write_stdout(json.dumps({"refs": ref_names, "lines": len(refs[0]), "signatures": signatures,
+                                     "paired_bs": [asdict(r) for r in results]}, indent=2) + "\n")
         else:
-            print_paired(results, signatures)
+            write_stdout(paired_table(results, signatures))
         return
     scored = [(name, score(hyps, refs, name, ref_names)) for name, hyps in systems]
     if as_json:
         found = [to_json(scores, hyp=name, ref=ref_names[0] if len(ref_names) == 1 else ref_names, lines=len(refs[0]))
                  for name, scores in scored]
-        print(json.dumps(found[0] if len(found) == 1 else found, indent=2))
+        write_stdout(json.dumps(found[0] if len(found) == 1 else found, indent=2) + "\n")
         return
-    for name, scores in scored:
-        if len(scored) > 1:
-            print(name)
-        print_scores(scores)
+    write_stdout("".join((f"{name}\n" if len(scored) > 1 else "") + scores_table(scores) for name, scores in scored))
 
 
 def read_system(name: str) -> tuple[str, list[str]]:
-    """A system's translations: a file, or stdin for '-'."""
+    """A system's translations: a file, or stdin for '-' (plain or compressed text, either)."""
     from nmt.errors import InputError
-    from nmt.files import read_lines
+    from nmt.files import decompressed, read_lines, stream_lines
 
     if name != "-":
         return name, list(read_lines(Path(name)))
@@ -415,61 +676,64 @@ def read_system(name: str) -> tuple[str, list[str]]:
     if stream.isatty():
         raise InputError("no translations to score: pipe them in (... | nmt eval --ref REF), or give --hyp FILE "
                          "or --model and --src")
-    try:
-        text = stream.read().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"stdin is not valid UTF-8 ({e.reason}); convert it to UTF-8") from None
-    lines = text.split("\n")
-    if lines[-1] == "":  # the newline that ends the last line
-        lines.pop()
-    return "stdin", [line.rstrip("\r") for line in lines]
+    return "stdin", list(stream_lines(decompressed(stream, "stdin"), "stdin"))
 
 
-def print_paired(results, signatures: dict[str, str]) -> None:
+def rendered(*items: Any) -> str:
+    """Rich renderables (tables, text) as the plain text of a 200-column console, for stdout."""
+    import io
+
     from rich.console import Console
+
+    console = Console(highlight=False, width=200, color_system=None, file=io.StringIO())
+    with console.capture() as captured:
+        for item in items:
+            console.print(item)
+    return captured.get()
+
+
+def paired_table(results, signatures: dict[str, str]) -> str:
     from rich.table import Table
 
     table = Table("system", "metric", "score", "mean ± 95% CI", "p-value", box=None)
     for r in results:
         p_value = "(baseline)" if r.p_value is None else f"{r.p_value:.4f}"
         table.add_row(r.system, r.metric, f"{r.score:.2f}", f"{r.mean:.2f} ± {r.ci:.2f}", p_value)
-    console = Console(highlight=False, width=200)
-    console.print(table)
-    for metric, signature in signatures.items():
-        console.print(f"{metric}: {signature}")
+    return rendered(table, *(f"{metric}: {signature}" for metric, signature in signatures.items()))
 
 
-def print_scores(scores) -> None:
-    from rich.console import Console
+def scores_table(scores) -> str:
     from rich.table import Table
 
     table = Table("metric", "score", "signature", box=None)
     for s in scores:
         table.add_row(s.metric, f"{s.score:.2f}", s.signature)
-    Console(highlight=False, width=200).print(table)
+    return rendered(table)
 
 
-@app.command("demo", epilog="Example: nmt demo --out /tmp/nmt-demo")
+@command("demo", epilog="Example: nmt demo --out nmt-demo")
 def demo_command(
     out: Annotated[Path, typer.Option("--out", help="Folder for the whole run (data, checkpoints, averaged model).")],
     max_updates: Annotated[Optional[int], typer.Option("--max-updates", help="Training updates (default: the demo's).")] = None,
     threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch; the tiny model is fastest on one.")] = 1,
 ) -> None:
     """Run the whole pipeline on the bundled sample corpus: bpe, prepare, train, average, translate, eval."""
+    from nmt.config import INT_MAX, check_range
     from nmt.console import err, progress_display
     from nmt.demo import run_demo
 
+    if max_updates is not None:
+        check_range("--max-updates", max_updates, 1, INT_MAX)
     set_threads(threads)
     with progress_display() as report:
         result = run_demo(out, max_updates=max_updates, progress=report)
     err.print("\nSample translations (test set):")
-    for src, hyp, ref in result.samples:
-        print(f"SRC  {src}\nHYP  {hyp}\nREF  {ref}\n")
-    print_scores(result.scores)
+    write_stdout("".join(f"SRC  {src}\nHYP  {hyp}\nREF  {ref}\n\n" for src, hyp, ref in result.samples)
+                 + scores_table(result.scores))
     err.print(f"demo finished in {result.seconds:.0f}s; everything is in {out}")
 
 
-@app.command("download", epilog="Example: nmt download multi30k --out data/multi30k   or   "
+@command("download", epilog="Example: nmt download multi30k --out data/multi30k   or   "
                      "nmt download wmt14 --pair en-fr --out data/wmt14-en-fr")
 def download_command(
     name: Annotated[Optional[str], typer.Argument(help="Dataset name (see --list): a family such as wmt14, "
@@ -522,7 +786,7 @@ def download_command(
     err.print(dl.summary(result))
 
 
-@app.command("serve", epilog="Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s "
+@command("serve", epilog="Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s "
                               "localhost:8080/v1/translate -H 'Content-Type: application/json' -d '{\"text\": \"A man is walking.\"}'")
 @with_config_options({"search": SearchConfig, "inference": InferenceConfig, "server": ServeConfig})
 def serve_command(
@@ -536,26 +800,27 @@ def serve_command(
 ) -> None:
     """Serve a checkpoint over HTTP: POST /v1/translate, LibreTranslate's API (POST /translate, /detect,
     /languages, /frontend/settings), /health, /metrics, /docs; concurrent requests are batched together.
-    Needs the web stack: pip install "nmt[serve]"."""
+    Needs the web stack: pip install "nmt-toolkit[serve]"."""
     from nmt.config import check_range
-    from nmt.console import plain_logger
+    from nmt.console import message_logger
     from nmt.progress import Progress
     from nmt.serve import check_files, listen, model_info, require_web_stack, serve
     from nmt.translate import Translator
 
     require_web_stack()
+    check_distinct("--model", model)
     check_range("--port", port, 0, 65535)
     options = inference.apply()
     cfg = (server | Overrides(ServeConfig, {"max_batch_sentences": options.batch_size})).apply()
     check_files(cfg)  # now, not once the model is loaded
     set_threads(options.threads)
     sock = listen(host, port)
-    log = plain_logger()
+    log = message_logger()  # the server's log: messages, not each batch's progress
     translator = Translator.open(model, search, options, progress=log)
     serve(translator, model_info(model, translator), cfg, sock, log=lambda message: log(Progress("serve", message=message)))
 
 
-@app.command("export", epilog="Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model")
+@command("export", epilog="Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model")
 def export_command(
     model: Annotated[Path, typer.Argument(help="Checkpoint (.pt) from train or average.", show_default=False)],
     out_dir: Annotated[Path, typer.Argument(help="Folder to write the exported model to.", show_default=False)],

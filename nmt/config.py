@@ -73,6 +73,7 @@ class OptionSpec:
     high_open: bool = False
     requires: Optional[str] = None  # a field without which (while it is off: OFF) this one does nothing
     cli: bool = True  # False: set by nmt itself (e.g. vocab_size, from the data), not on the command line
+    excludes: Optional[str] = None  # a boolean field with which this one does nothing
 
 
 OFF = (False, None, "", 0, "none")  # the values of a field that switch it off (for `requires`)
@@ -81,10 +82,10 @@ OFF = (False, None, "", 0, "none")  # the values of a field that switch it off (
 def option(default: Any, help: str, *, flag: Optional[str] = None, aliases: Sequence[str] = (),
            choices: Optional[Sequence[str]] = None, low: Optional[float] = None, high: Optional[float] = None,
            low_open: bool = False, high_open: bool = False, requires: Optional[str] = None,
-           cli: bool = True) -> Any:
+           cli: bool = True, excludes: Optional[str] = None) -> Any:
     """A config field declared once: its default, help text, option name, accepted values and range."""
     spec = OptionSpec(help, flag, tuple(aliases), tuple(choices) if choices else None, low, high, low_open,
-                      high_open, requires, cli)
+                      high_open, requires, cli, excludes)
     return field(default=default, metadata={"option": spec})
 
 
@@ -275,16 +276,25 @@ class Overrides(Generic[C]):
 
     def apply(self, base: Optional[C] = None) -> C:
         """`base` (default: the class's defaults) with these fields set, validated. An option set to
-        another value than its default without the option it `requires` is an error: it would silently
-        do nothing."""
+        another value than its default without the option it `requires` (or with one it `excludes`) is an
+        error: it would silently do nothing."""
         config = dataclasses.replace(base, **self.values) if base is not None else self.cls(**self.values)
         for name, value in self.values.items():
             f = fields_of(self.cls)[name]
-            needed = spec_of(f).requires
-            if needed and value != f.default and getattr(config, needed) in OFF:
-                given = given_flag(self.cls, name, value)
-                raise ConfigError(f"{given} only applies with {flag_of(self.cls, needed)}; "
-                                  f"add {flag_of(self.cls, needed)} or drop {given}")
+            spec = spec_of(f)
+            if value == f.default:
+                continue
+            given = given_flag(self.cls, name, value)
+            valued = given + ("" if isinstance(value, bool) else f" {plain(value)}")  # --lenpen-type power
+            needed, excluded = spec.requires, spec.excludes
+            if needed and getattr(config, needed) in OFF:
+                flag = flag_of(self.cls, needed)
+                if needed in self.values:  # given, as a value that turns it off (0, an empty string)
+                    raise ConfigError(f"{valued} does nothing with {flag} {getattr(config, needed)}; drop {given} "
+                                      f"or change {flag}")
+                raise ConfigError(f"{given} only applies with {flag}; add {flag} or drop {given}")
+            if excluded and getattr(config, excluded):
+                raise ConfigError(f"{valued} does nothing with {flag_of(self.cls, excluded)}; drop one of them")
         return config.validate()  # type: ignore[attr-defined]
 
 
@@ -341,8 +351,9 @@ class TrainConfig:
     max_tokens: int = option(4096, "Target tokens per batch (per process).", low=1, high=INT_MAX)
     update_tokens: int = option(25000, "Target tokens per update, summed over accumulation steps and processes.",
                                 low=1, high=INT_MAX)
+    # The caps keep the learning rate and Adam's epsilon within float32 (1e308 overflowed inside Adam's step).
     lr_factor: float = option(1.0, "lr = factor * d_model^-0.5 * min(update^-0.5, update * warmup^-1.5).", low=0.0,
-                              low_open=True)
+                              low_open=True, high=1000.0)
     warmup: int = option(4000, "Updates of linear learning-rate warmup.", low=1, high=INT_MAX)
     lr_tail: Literal["none", "linear", "cosine"] = option(
         "none", "none: the paper's schedule to the end; linear or cosine: over the last --lr-tail-share of the run "
@@ -350,7 +361,7 @@ class TrainConfig:
     lr_tail_share: float = option(0.2, "With --lr-tail: the share of the run over which the learning rate decays.",
                                   low=0.0, high=1.0, low_open=True, requires="lr_tail")
     adam_betas: tuple[float, float] = option((0.9, 0.98), "Adam's beta1 beta2.", low=0.0, high=1.0, high_open=True)
-    adam_eps: float = option(1e-9, "Adam's epsilon.", low=0.0)
+    adam_eps: float = option(1e-9, "Adam's epsilon.", low=0.0, high=1.0)
     label_smoothing: float = option(0.1, "Label smoothing of the training loss.", low=0.0, high=1.0, high_open=True)
     bpe_dropout: float = option(0.0, "Subword regularisation: each epoch a fresh sampled segmentation of the "
                                 "training text (0: the stored one). BPE models: the probability of dropping a "
@@ -359,7 +370,7 @@ class TrainConfig:
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: no clipping).", low=0.0)
     max_updates: int = option(100000, "Stop after this many updates.", low=1, high=INT_MAX)
     max_epochs: int = option(0, "Stop after this many epochs (0: no limit).", low=0, high=INT_MAX)
-    max_time: float = option(0.0, "Stop after this many seconds of the run, resumed sessions included (0: no "
+    max_time: float = option(0.0, "Stop after this many seconds of the run, time before a resume included (0: no "
                              "limit).", low=0.0)
     save_interval: int = option(1000, "Updates between checkpoints.", low=1, high=INT_MAX)
     keep_last: int = option(10, "Step checkpoints kept (for averaging).", low=1, high=INT_MAX)
@@ -373,7 +384,8 @@ class TrainConfig:
                                   low=1, high=INT_MAX)
     valid_bleu_sentences: int = option(500, "Validation sentences translated for BLEU (0: loss only).", low=0,
                                        high=INT_MAX)
-    valid_beam: int = option(1, "Beam of the validation translations (1: greedy).", low=1, high=MAX_BEAM)
+    valid_beam: int = option(1, "Beam of the validation translations (1: greedy).", low=1, high=MAX_BEAM,
+                             requires="valid_bleu_sentences")
     patience: int = option(0, "Stop after N validations without a BLEU improvement (0: never).", low=0, high=INT_MAX)
     init_from: str = option("", "Fine-tune: start a new run from this checkpoint's weights and architecture (its "
                             "BPE must be the data's: nmt prepare --bpe CKPT).")
@@ -395,11 +407,11 @@ class TrainConfig:
 class SearchConfig:
     """How a translation is searched for: beam or greedy search, or sampling."""
 
-    beam: int = option(4, "Beam size; 1 is greedy search.", low=1, high=MAX_BEAM)
+    beam: int = option(4, "Beam size; 1 is greedy search.", low=1, high=MAX_BEAM, excludes="sampling")
     lenpen: float = option(0.6, "Length penalty alpha; 0: no length normalisation.", low=-MAX_LENPEN,
                            high=MAX_LENPEN)
     lenpen_type: Literal["gnmt", "power"] = option("gnmt", "gnmt: ((5+len)/6)^alpha; power: len^alpha (fairseq, "
-                                                           "Marian, CTranslate2).")
+                                                           "Marian, CTranslate2).", requires="lenpen")
     max_len_a: float = option(1.5, "Output limit a*|x|+b: the a (BPE tokens).", low=0.0, high=MAX_LEN_A)
     max_len_b: int = option(10, "Output limit a*|x|+b: the b.", low=0, high=INT_MAX)
     nbest: int = option(1, "Print N hypotheses per line: LINE\\tRANK\\tSCORE\\tLOGPROB\\tTEXT.", low=1, high=MAX_BEAM)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import time
-from typing import Iterator
+from typing import Iterator, Optional
 
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress as RichProgress, TaskID,
-                           TextColumn, TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn)
+from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress as RichProgress, ProgressColumn,
+                           Task, TaskID, TextColumn, TimeRemainingColumn, TransferSpeedColumn)
+from rich.table import Column
+from rich.text import Text
 
 from nmt.progress import Progress, ProgressFn
 
@@ -24,16 +27,49 @@ def format_info(info: dict) -> str:
     return " | ".join(parts)
 
 
+def progress_wanted() -> bool:
+    """Whether progress is drawn: on a terminal only, so that pipelines and logs stay clean."""
+    return err.is_terminal
+
+
+class RateColumn(ProgressColumn):
+    """Items per second, e.g. `12.3 sentences/s`."""
+
+    def __init__(self, unit: str):
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.1f} {self.unit}/s" if speed is not None else f"? {self.unit}/s")
+
+
+def eta(done: float, total: Optional[float], rate: Optional[float]) -> str:
+    """The time left as H:MM:SS, or '?' when it cannot be told yet."""
+    if not total or not rate or rate <= 0:
+        return "?"
+    return str(datetime.timedelta(seconds=round(max(total - done, 0) / rate)))
+
+
 @contextlib.contextmanager
 def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
-    """A ProgressFn that draws each task as a rich bar (on a terminal) or logs it (elsewhere)."""
+    """A ProgressFn that draws each task as a rich bar (on a terminal) or logs it (elsewhere).
+
+    A task's count and time left come first and its figures (`info`) last, cut at the console's width:
+    at 80 columns a training line still starts `train 120/2,700 0:35:12 loss 5.123 | ...`.
+    """
     if not err.is_terminal:
         yield plain_logger()
         return
-    columns = [TextColumn("[bold]{task.description}"), BarColumn()]
-    columns += [DownloadColumn(), TransferSpeedColumn()] if bytes_unit else [MofNCompleteColumn()]
-    columns += [TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn()]
-    with RichProgress(*columns, console=err, transient=False) as bar:
+    columns: list = [TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True))]
+    if bytes_unit:
+        columns += [BarColumn(bar_width=20), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
+    else:
+        columns += [MofNCompleteColumn(), TimeRemainingColumn(), BarColumn(bar_width=10)]
+    columns += [TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1))]
+    # redirect_stdout=False: results written to stdout while a bar is drawn must stay on stdout
+    with RichProgress(*columns, console=err, transient=False, expand=True, redirect_stdout=False,
+                      redirect_stderr=False) as bar:
         tasks: dict[str, TaskID] = {}
 
         def report(event: Progress) -> None:
@@ -48,20 +84,56 @@ def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
 
 
 def plain_logger(min_interval: float = 2.0) -> ProgressFn:
-    """Log lines for non-terminals: messages always, progress at most every `min_interval` seconds per task."""
+    """Log lines for non-terminals: messages always, progress at most every `min_interval` seconds per task,
+    as `train 120/2,700 updates | ETA 0:35:12 | loss 5.123 | ...` (the time left at the rate seen so far)."""
     last: dict[str, float] = {}
+    first: dict[str, tuple[float, float]] = {}  # per task: (time, count) of its first report
 
     def report(event: Progress) -> None:
         if event.message is not None:
             err.print(event.message)
             return
         now = time.monotonic()
+        start = first.setdefault(event.task, (now, event.done))
         finished = event.total is not None and event.done >= event.total
         if now - last.get(event.task, 0.0) < min_interval and not finished:
             return
         last[event.task] = now
         total = f"/{event.total:,.0f}" if event.total else ""
+        rate = (event.done - start[1]) / (now - start[0]) if now > start[0] else None
+        left = f" | ETA {eta(event.done, event.total, rate)}" if event.total and not finished else ""
         info = format_info(event.info)
-        err.print(f"{event.task} {event.done:,.0f}{total} {event.unit}" + (f" | {info}" if info else ""))
+        err.print(f"{event.task} {event.done:,.0f}{total} {event.unit}{left}" + (f" | {info}" if info else ""))
 
     return report
+
+
+def message_logger() -> ProgressFn:
+    """Messages (warnings, notes) on stderr; progress reports dropped (a server's log, a pipeline)."""
+
+    def report(event: Progress) -> None:
+        if event.message is not None:
+            err.print(event.message)
+
+    return report
+
+
+@contextlib.contextmanager
+def translation_progress(total: Optional[int], unit: str = "sentences") -> Iterator[ProgressFn]:
+    """Progress of translating `total` sentences: on a terminal a bar with sentences/s and the time left;
+    elsewhere (or with no total: a stream) messages only, so that pipelines and logs stay clean."""
+    if not (total and progress_wanted()):
+        yield message_logger()
+        return
+    columns = [TextColumn("[bold]translate"), BarColumn(bar_width=20), MofNCompleteColumn(), RateColumn(unit),
+               TimeRemainingColumn()]
+    with RichProgress(*columns, console=err, transient=False, redirect_stdout=False, redirect_stderr=False) as bar:
+        task = bar.add_task("translate", total=total)
+
+        def report(event: Progress) -> None:
+            if event.message is not None:
+                bar.console.print(event.message)
+            elif event.unit == unit:
+                bar.update(task, completed=event.done)
+
+        yield report

@@ -35,7 +35,7 @@ import numpy as np
 
 from nmt.config import INT_MAX, FilterConfig, check_range
 from nmt.errors import ConfigError, DataError, InputError
-from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_text
+from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_prefixed
 from nmt.identity import DataIdentity
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.tokenizer import (FILE_NAMES, YOUTOKENTOME, Tokenizer, digest, from_file, identity_of, load_tokenizer,
@@ -76,9 +76,9 @@ def _dtype_code(vocab_size: int) -> int:
 
 
 def _split_paths(prefix: str | Path, src: str, tgt: str) -> tuple[Path, Path]:
-    """`prefix.src` and `prefix.tgt`, each plain or .gz."""
+    """`prefix.src` and `prefix.tgt`, each plain or compressed (.gz, .bz2, .xz)."""
     prefix = str(prefix)
-    return resolve_text(f"{prefix}.{src}"), resolve_text(f"{prefix}.{tgt}")
+    return resolve_prefixed(f"{prefix}.{src}"), resolve_prefixed(f"{prefix}.{tgt}")
 
 
 def _read_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
@@ -522,6 +522,14 @@ def load_meta(directory: Path) -> dict:
         raise _corrupt(directory, f"format version {meta.get('version')}, this nmt reads {FORMAT_VERSION}")
     if not isinstance(meta.get("splits"), dict) or "vocab_size" not in meta:
         raise _corrupt(directory, "meta.json lacks splits or vocab_size")
+    for key, kind in (("src", str), ("tgt", str), ("vocab_size", int), ("bpe_sha256", str)):
+        if key == "bpe_sha256" and key not in meta:  # SentencePiece stores record their tokenizer otherwise
+            continue
+        value = meta.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _corrupt(directory, f"meta.json's {key} is {value!r}, not a {'string' if kind is str else 'whole number'}")
+    if not 0 < meta["vocab_size"] <= INT_MAX:
+        raise _corrupt(directory, f"meta.json's vocab_size {meta['vocab_size']} is out of range")
     return meta
 
 
@@ -560,6 +568,14 @@ def read_tokenizer(data_dir: Path) -> Tokenizer:
         return load_tokenizer(data, files)
     except InputError as e:
         raise DataError(f"{e}; run `nmt prepare` again") from None
+
+
+def longest_pair(data_dir: Path, split: str = "train") -> int:
+    """The most BPE tokens of a side of any pair of `split` (0 for an empty split)."""
+    data = ParallelDataset(data_dir, split)
+    if not len(data):
+        return 0
+    return int(max(data.src_lengths.max(), data.tgt_lengths.max()))
 
 
 def data_identity(data_dir: Path) -> DataIdentity:

@@ -67,7 +67,7 @@ def require_ctranslate2():
         import ctranslate2
     except ImportError:
         raise ConfigError("CTranslate2 is not installed; run `pip install ctranslate2` "
-                          "(or `pip install 'nmt[ctranslate2]'`)") from None
+                          "(or `pip install 'nmt-toolkit[ctranslate2]'`)") from None
     major = int(str(getattr(ctranslate2, "__version__", "0")).split(".")[0] or 0)
     if major < 4:
         raise ConfigError(f"CTranslate2 {ctranslate2.__version__} is too old; run `pip install 'ctranslate2>=4'`")

@@ -16,10 +16,11 @@ from typing import Any, Iterator, Mapping, Optional, Union
 
 from nmt import checkpoint
 from nmt.config import ModelConfig, Overrides, TrainConfig, from_preset, overrides, to_dict
-from nmt.dataset import DataIdentity, data_identity
+from nmt.dataset import data_identity, longest_pair
+from nmt.identity import DataIdentity
 from nmt.distributed import Comm, StopSignal, process_group, spawn, torchrun_env, workers
 from nmt.errors import ConfigError, TrainingInterrupted
-from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries
+from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries, same_file
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.trainer import Trainer, TrainResult
 
@@ -43,19 +44,26 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     resume, ckpt, notes = checkpoint.latest_resumable(out_dir)
     for note in notes:
         progress(Progress("train", message=note))
-    if resume is None and train_given.get("init_from"):
-        return (*plan_fine_tuning(data_dir, identity, preset, model_given, train_given), None)
+    init_from = train_given.get("init_from")
+    if resume is None and init_from:
+        model_cfg, train_cfg = plan_fine_tuning(data_dir, identity, preset, model_given, train_given)
+        check_positions(data_dir, model_cfg, f"--init-from {init_from}: its max_positions")
+        return model_cfg, train_cfg, None
     if resume is None:
-        return (*from_preset(preset or "base", model_given, train_given), None)
-
+        model_cfg, train_cfg = from_preset(preset or "base", model_given, train_given)
+        given = "" if "max_positions" in model_given else f"the preset {preset or 'base'}'s "
+        check_positions(data_dir, model_cfg, f"{given}max_positions")
+        return model_cfg, train_cfg, None
     assert ckpt is not None
+    stored_init = ckpt.train_config.init_from
+    if init_from and not (stored_init and (stored_init == init_from or same_file(stored_init, init_from))):
+        started = f", started from {stored_init}" if stored_init else ""
+        raise ConfigError(f"--init-from {init_from}: {out_dir} holds another run (newest checkpoint {resume.name}"
+                          f"{started}), which this command would resume, not start from {init_from}; choose a new "
+                          "--out to fine-tune, or drop --init-from to resume that run")
     if ckpt.data != identity:
         raise ConfigError(f"{out_dir} holds a run on other data ({ckpt.data.direction}, tokenizer "
                           f"{ckpt.data.tokenizer_sha256[:12]}); use a new --out or the same --data")
-    init_from = train_given.get("init_from")
-    if init_from and init_from != ckpt.train_config.init_from:
-        raise ConfigError(f"{out_dir} holds a run (at update {ckpt.state.updates}) that did not start from --init-from "
-                          f"{init_from}; use a new --out to fine-tune, or drop --init-from to resume that run")
     stored_model, stored_train = ckpt.model_config, ckpt.train_config
     if preset is not None:
         model_cfg, train_cfg = from_preset(preset, model_given, train_given)
@@ -66,7 +74,19 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     if differ:
         raise ConfigError(f"{out_dir} holds a run with another model ({'; '.join(differ)}); "
                           "use a new --out, or drop the options that change the model")
+    check_positions(data_dir, model_cfg, f"{resume}: the run's max_positions")
     return model_cfg, train_cfg, resume
+
+
+def check_positions(data_dir: Path, model_cfg: ModelConfig, source: str) -> None:
+    """ConfigError before training when the longest training pair (+ EOS or BOS) does not fit the model's
+    positions (it would fail mid-run); `source` says where max_positions came from."""
+    longest = longest_pair(data_dir)
+    if longest + 1 > model_cfg.max_positions:
+        raise ConfigError(f"{data_dir}: its longest training sentence has {longest} BPE tokens, but {source} "
+                          f"{model_cfg.max_positions} takes {model_cfg.max_positions - 1} (+ EOS); raise "
+                          f"max_positions to at least {longest + 1}, or prepare the data again with --max-len "
+                          f"{model_cfg.max_positions - 1}")
 
 
 # Model fields that fine-tuning may change: the rest define the architecture the weights were trained for.
@@ -80,13 +100,12 @@ def plan_fine_tuning(data_dir: Path, identity: DataIdentity, preset: Optional[st
     the checkpoint's tokenizer, and go in the checkpoint's direction."""
     init = Path(train.get("init_from"))
     ckpt = checkpoint.load(init)
+    if ckpt.languages != (identity.src, identity.tgt):
+        raise ConfigError(f"--init-from {init} translates {ckpt.data.src} -> {ckpt.data.tgt}, but {data_dir} holds "
+                          f"{identity.src} -> {identity.tgt} data; fine-tune a model of the data's direction")
     if (ckpt.data.tokenizer, ckpt.data.tokenizer_sha256) != (identity.tokenizer, identity.tokenizer_sha256):
         raise ConfigError(f"{data_dir} and {init} use different tokenizers (vocabularies); encode the "
                           f"new data with the checkpoint's: nmt prepare --bpe {init} ...")
-    if ckpt.languages != (identity.src, identity.tgt):
-        raise ConfigError(f"--init-from {init} translates {ckpt.data.direction}, but {data_dir} is "
-                          f"{identity.direction}; fine-tune on data of the model's direction (nmt prepare --src "
-                          f"{ckpt.data.src} --tgt {ckpt.data.tgt})")
     stored = ckpt.model_config
     differ = [f"{k} {getattr(stored, k)} -> {v}" for k, v in model.values.items()
               if k not in FINE_TUNING_MODEL_FIELDS and getattr(stored, k) != v]

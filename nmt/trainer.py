@@ -212,8 +212,8 @@ class Trainer:
         ckpt = checkpoint.load(path, map_location=self.device)
         if ckpt.resumable is None:
             raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) cannot resume training; move it out of {self.out_dir}")
-        self.module.load_state_dict(ckpt.weights)
-        self.optimizer.load_state_dict(ckpt.resumable.optimizer)
+        checkpoint.load_weights(self.module, ckpt.weights, path)
+        checkpoint.load_optimizer(self.optimizer, ckpt.resumable.optimizer, path)
         if ckpt.resumable.scaler and self.scaler.is_enabled():  # a disabled scaler saves {}
             self.scaler.load_state_dict(ckpt.resumable.scaler)
         self.state = ckpt.state
@@ -227,13 +227,13 @@ class Trainer:
         learning-rate schedule) from another run's checkpoint. Returns what was taken, for the log."""
         ckpt = checkpoint.load(path, map_location=self.device)
         checkpoint.check_weights(ckpt.weights, path)
-        self.module.load_state_dict(ckpt.weights)
+        checkpoint.load_weights(self.module, ckpt.weights, path)
         taken = ["weights"]
         if not self.cfg.reset_optimizer:
             if ckpt.resumable is None:
                 raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) has no optimizer state to keep; "
                                   "drop --no-reset-optimizer, or start from a step checkpoint")
-            self.optimizer.load_state_dict(ckpt.resumable.optimizer)
+            checkpoint.load_optimizer(self.optimizer, ckpt.resumable.optimizer, path)
             taken.append("optimizer state")
         if not self.cfg.reset_lr_scheduler:
             self.state.lr_offset = ckpt.state.updates + ckpt.state.lr_offset
@@ -493,11 +493,11 @@ class Trainer:
     def after_update(self, stats: UpdateStats, tokens_seen: int, n_groups: int) -> None:
         elapsed = self.session.elapsed()
         if self.state.updates % self.cfg.log_interval == 0 or self.state.updates == 1:
-            info = {"epoch": self.state.epoch + 1, "loss": stats.loss, "ppl": math.exp(min(stats.nll, 50.0)),
+            # the figures a progress line at 80 columns keeps first, after the update count and time left
+            info = {"loss": stats.loss, "ppl": math.exp(min(stats.nll, 50.0)),
                     "lr": self.learning_rate(self.state.updates, elapsed),
-                    "gnorm": stats.gnorm, "tok/s": tokens_seen / max(elapsed - self.session.begun, 1e-9),
-                    "elapsed": elapsed,
-                    "batch": f"{self.state.position}/{n_groups}"}
+                    "tok/s": tokens_seen / max(elapsed - self.session.begun, 1e-9), "gnorm": stats.gnorm,
+                    "epoch": self.state.epoch + 1, "batch": f"{self.state.position}/{n_groups}", "elapsed": elapsed}
             self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates", info=info))
             self.log({"update": self.state.updates, **info})
         if self.state.updates % self.cfg.valid_interval == 0:

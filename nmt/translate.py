@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Optional, Sequence
@@ -16,8 +15,8 @@ from nmt.config import INT_MAX, check_range
 from nmt.config import InferenceConfig, Overrides, Precision, SearchConfig, overrides
 from nmt.device import precision_warning, resolve_precision, select_device
 from nmt.ensemble import Ensemble
-from nmt.errors import ConfigError, InputError, os_error_message
-from nmt.files import read_lines
+from nmt.errors import CheckpointError, ConfigError
+from nmt.files import BOM, byte_blocks, read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import Hypothesis, search
@@ -59,6 +58,10 @@ class Translator:
         self.model = models[0] if len(models) == 1 else Ensemble(models)
         self.precision = precision
         self.tokenizer = load_tokenizer(ckpts[0].tokenizer, str(paths[0]))
+        for model, path in zip(models, paths):
+            if model.cfg.vocab_size != self.tokenizer.vocab_size:  # ids beyond one of them would be garbage
+                raise CheckpointError(f"{path}: its model has {model.cfg.vocab_size} tokens but its tokenizer "
+                                      f"{self.tokenizer.vocab_size}; the checkpoint is damaged")
         self.languages = ckpts[0].languages
         self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
@@ -99,6 +102,7 @@ class Translator:
         # An empty line translates to an empty line: N empty hypotheses, so --nbest always gives N rows.
         empty = [("", Hypothesis([], 0.0, 0.0))] * self.search_cfg.nbest
         results = [Translation("", empty, line) for line in lines]
+        done = first_line + sum(len(ids) <= 1 for ids in encoded)  # empty lines need no search
         for batch in self.batches(encoded):
             width = max(len(encoded[i]) for i in batch)
             src = torch.full((len(batch), width), PAD, dtype=torch.long)
@@ -110,6 +114,8 @@ class Translator:
                 # One line out per line in, whatever the vocabulary holds: no piece may break the line.
                 texts = [t.replace("\r", " ").replace("\n", " ") for t in self.tokenizer.decode([h.tokens for h in sentence_hyps])]
                 results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)), lines[i])
+            done += len(batch)
+            self.progress(Progress("translate", done=done, unit="sentences"))
         return results
 
     def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
@@ -141,7 +147,8 @@ def check_models_fit(ckpts: list[checkpoint.Checkpoint], paths: list[Path]) -> N
             raise ConfigError(f"{path} and {paths[0]} use different tokenizers (vocabularies); an ensemble needs "
                               "models trained on data prepared with the same `nmt bpe` model")
         if ckpt.languages != ckpts[0].languages:
-            raise ConfigError(f"{path} translates {ckpt.data.direction} but {paths[0]} {ckpts[0].data.direction}; "
+            (src, tgt), (first_src, first_tgt) = ckpt.languages, ckpts[0].languages
+            raise ConfigError(f"{path} translates {src} -> {tgt} but {paths[0]} {first_src} -> {first_tgt}; "
                               "an ensemble needs models of one direction")
 
 
@@ -174,13 +181,16 @@ def length_sorted_batches(encoded: list[list[int]], max_tokens: int, max_sentenc
 
 
 def read_chunks(stream: BinaryIO, max_lines: int = 512, progress: ProgressFn = ignore) -> Iterator[list[str]]:
-    """Lines of a byte stream in chunks of what has arrived so far (at most `max_lines` each).
+    """Lines of a byte stream (plain or gzip text) in chunks of what has arrived so far (at most
+    `max_lines` each), without their newline (LF or CRLF) and without a byte-order mark.
 
-    Reads with os.read, which returns as soon as some input is available, so a pipe that delivers
-    a line at a time gets its translations a line at a time; a file is read in large blocks.
-    Invalid UTF-8 is replaced (with a warning), so that every input line still gets its output line.
+    Reads with os.read (`nmt.files.byte_blocks`), which returns as soon as some input is available, so
+    a pipe that delivers a line at a time gets its translations a line at a time; a file is read in
+    large blocks, and gzip is inflated block by block. Invalid UTF-8 is replaced (with a warning), so
+    that every input line still gets its output line.
     """
-    fd = stream.fileno()
+    name = getattr(stream, "name", "the input")
+    name = "stdin" if name in (0, "<stdin>") else str(name)
     pending = b""
     line_no = 0
 
@@ -194,17 +204,11 @@ def read_chunks(stream: BinaryIO, max_lines: int = 512, progress: ProgressFn = i
             except UnicodeDecodeError:
                 progress(Progress("translate", message=f"warning: input line {line_no} is not valid UTF-8; undecodable bytes replaced"))
                 out.append(b.decode("utf-8", errors="replace"))
+        if line_no == len(out) and out and out[0].startswith(BOM):  # the first chunk
+            out[0] = out[0][len(BOM):]
         return [s.rstrip("\r") for s in out]
 
-    while True:
-        try:
-            block = os.read(fd, 1 << 16)
-        except OSError as e:  # e.g. stdin redirected from a folder (EISDIR)
-            name = getattr(stream, "name", "the input")
-            name = "stdin" if name in (0, "<stdin>") else name
-            raise InputError(os_error_message(e, name, "cannot read the input")) from None
-        if not block:
-            break
+    for block in byte_blocks(stream.fileno(), name):
         pending += block
         *complete, pending = pending.split(b"\n")
         for start in range(0, len(complete), max_lines):

@@ -201,12 +201,19 @@ def download_package() -> list[str]:
 
 def test_the_download_package_needs_only_the_base_layer():
     """Downloading knows nothing of training, models or the CLI: outside its own package it reaches only
-    errors, files, progress and config (for check_range)."""
+    errors, files (and the compression they read), progress and config (for check_range)."""
     g = graph(type_checking=False)
     assert len(download_package()) > 10
     for module in download_package():
         outside = {m for m in reachable(g, module) if not m.startswith("nmt.download")}
-        assert outside <= {"nmt.errors", "nmt.files", "nmt.progress", "nmt.config"}, module
+        assert outside <= {"nmt.errors", "nmt.files", "nmt.compression", "nmt.progress", "nmt.config"}, module
+
+
+def test_files_and_compression_are_the_base_layer():
+    """Every module reads and writes through nmt.files: it needs nothing of nmt but errors and compression."""
+    g = graph()
+    assert g["nmt.compression"] == {"nmt.errors"}
+    assert reachable(g, "nmt.files") == {"nmt.errors", "nmt.compression"}
 
 
 def test_the_dataset_registry_is_data():

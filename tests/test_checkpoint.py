@@ -72,7 +72,7 @@ def test_average_of_nothing_is_an_input_error():
 
 
 @pytest.mark.parametrize("change, words", [("model_config", "model config"), ("tokenizer", "tokenizer"),
-                                           ("data", "data (de-en vs en-de)")])
+                                           ("data", "data (de -> en vs en -> de)")])
 def test_average_refuses_mismatched_checkpoints(steps, tmp_path, change, words):
     other = checkpoint.load(steps[0])
     if change == "model_config":

@@ -12,7 +12,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,9 @@ from test_cli import ENV, assert_user_error, nmt, ok
 
 TINY = ["--preset", "tiny", "--max-tokens", "1024", "--update-tokens", "1024", "--warmup", "50",
         "--valid-interval", "1000", "--threads", "1"]
+# A run that ends at once where a check is missing (as in the code before these checks), not a base model's
+# 100,000 updates
+SHORT = ["--preset", "tiny", "--max-updates", "1", "--threads", "1"]
 
 
 def nmt_limited(*args, fsize: int, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -80,12 +82,14 @@ CASES = sorted(bad_usage(Path("."), Path("."), Path("."), Path(".")))
 
 @pytest.mark.parametrize("case", CASES)
 def test_bad_usage_is_one_line(case, tiny_checkpoint, tiny_data, tiny_bpe, tmp_path):
+    """In this process (`cli`): the error boundary is the same, without an interpreter per case."""
     (tmp_path / "a_file").write_text("not a folder\n")
     for lang in ("en", "de"):
         (tmp_path / f"text.{lang}").write_text("a man .\n")
     args, word = bad_usage(tmp_path, tiny_checkpoint, tiny_data, tiny_bpe)[case]
-    r = nmt(*args, input="a man .\n", timeout=120)
-    assert_user_error(r, word)
+    if args[0] == "translate" and "-i" not in args:
+        args = [*args, "-i", tmp_path / "text.en"]  # CliRunner's stdin has no file descriptor to read
+    assert_cli_error(cli(*args), word)
     assert not (tmp_path / "run").exists() and not (tmp_path / "store").exists()  # nothing begun
 
 
@@ -328,3 +332,596 @@ def test_bugs_keep_their_traceback():
 
     bug = RuntimeError("shape mismatch")
     assert not is_torch_io_error(bug) and not is_out_of_memory(bug)
+
+
+# == in-process: refusals that come before any work =====================================================
+# typer's CliRunner runs a command in this process: no new interpreter (and torch import) per case.
+
+
+def cli(*args, input: str | bytes | None = None):
+    """`nmt ARGS` run in this process."""
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+
+def assert_cli_error(result, *words: str) -> str:
+    """Exit code 1 through the error boundary (no stray exception), nothing on stdout, one stderr line."""
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, (
+        f"exit code {result.exit_code}, {result.exception!r}; stderr:\n{result.stderr[-3000:]}")
+    assert result.stdout == "", result.stdout[:500]
+    lines = result.stderr.strip("\n").splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-3000:]
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def assert_cli_ok(result):
+    assert result.exit_code == 0, f"exit code {result.exit_code}, {result.exception!r}; stderr:\n{result.stderr[-3000:]}"
+    return result
+
+
+def sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "folder" if path.is_dir() else "none"
+
+
+def with_data(ckpt: Path, out: Path, **data) -> Path:
+    """A copy of checkpoint `ckpt` whose `data` entries (languages, ...) are replaced by `data`."""
+    payload = torch.load(ckpt, weights_only=True)
+    payload["data"] = {**payload["data"], **data}
+    torch.save(payload, out)
+    return out
+
+
+def with_config(ckpt: Path, out: Path, **fields) -> Path:
+    """A copy of checkpoint `ckpt` whose stored model config has `fields` replaced (a hand-edited file)."""
+    payload = torch.load(ckpt, weights_only=True)
+    payload["model_config"] = {**payload["model_config"], **fields}
+    torch.save(payload, out)
+    return out
+
+
+# -- class 1: an output is never an input -------------------------------------------------------------
+
+
+@pytest.fixture
+def workspace(tmp_path, tiny_checkpoint, tiny_run, tiny_data, tiny_bpe, tiny_corpus) -> Path:
+    """Copies of every kind of input in one folder (the commands may not write over the session's)."""
+    for name in ("text.en", "text.de", "hyp.de"):
+        source = tiny_corpus / ("test.en" if name == "text.en" else "test.de")
+        (tmp_path / name).write_text("".join(source.read_text(encoding="utf-8").splitlines(True)[:20]), encoding="utf-8")
+    shutil.copyfile(tiny_checkpoint, tmp_path / "model.pt")
+    shutil.copyfile(tiny_bpe, tmp_path / "bpe.model")
+    shutil.copytree(tiny_data, tmp_path / "data")
+    shutil.copytree(tiny_run, tmp_path / "run", ignore=shutil.ignore_patterns(LOCK_NAME))
+    (tmp_path / "config.toml").write_text("[train]\nmax_updates = 1\n")
+    return tmp_path
+
+
+def templates(root: Path) -> dict[str, list]:
+    """A valid call of every command, its inputs in the workspace `root` and its outputs named new-*."""
+    return {
+        "bpe": ["bpe", "--train", root / "text.en", root / "text.de", "--out", root / "new-bpe.model", "--vocab-size", 100],
+        "prepare": ["prepare", "--bpe", root / "bpe.model", "--train", root / "text", "--src", "en", "--tgt", "de",
+                    "--out", root / "new-data"],
+        "train": ["train", "--data", root / "data", "--out", root / "new-run", "--config", root / "config.toml",
+                  "--init-from", root / "model.pt", "--preset", "tiny", "--max-updates", 1, "--threads", 1],
+        "average": ["average", root / "run", "--last", 2, "--out", root / "new-average.pt"],
+        "translate": ["translate", "-m", root / "model.pt", "-i", root / "text.en", "-o", root / "new.de",
+                      "--attention", root / "new-attention"],
+        "eval": ["eval", "-m", root / "model.pt", "--src", root / "text.en", "--ref", root / "text.de", "--hyp",
+                 root / "hyp.de", "--save-hyp", root / "new-hyp.de"],
+        "demo": ["demo", "--out", root / "new-demo"],
+        "download": ["download", "multi30k", "--out", root / "new-download"],
+        "serve": ["serve", "-m", root / "model.pt"],
+        "export": ["export", root / "model.pt", root / "new-export"],
+    }
+
+
+def command_of(name: str):
+    import typer.main
+
+    from nmt.cli import app
+
+    return typer.main.get_command(app).commands[name]
+
+
+def test_every_command_is_guarded_and_has_a_template():
+    """A new command is covered by the path rule (PathGuard and an entry in COMMAND_PATHS, which marks
+    its outputs) and by the generated test below (a template)."""
+    from nmt.cli import COMMAND_PATHS, PathGuard
+
+    from test_cli import SUBCOMMANDS
+
+    assert set(COMMAND_PATHS) == set(SUBCOMMANDS) == set(templates(Path(".")))
+    for name in SUBCOMMANDS:
+        assert isinstance(command_of(name), PathGuard), name
+
+
+def test_every_path_that_is_written_is_marked_an_output():
+    """A Path parameter whose name or help says it is written must be an output in COMMAND_PATHS (else the
+    rule would take it for an input and never guard it)."""
+    import re
+
+    from nmt.cli import COMMAND_PATHS, is_path_parameter
+
+    from test_cli import SUBCOMMANDS
+
+    for name in SUBCOMMANDS:
+        for param in command_of(name).params:
+            if not is_path_parameter(param):
+                continue
+            written = re.search(r"\b(write|writes|written|output|folder for)\b", param.help or "", re.I)
+            written = written or re.fullmatch(r"out(put)?(_dir)?|save_\w+", param.name)
+            assert bool(written) == (param.name in COMMAND_PATHS[name].outputs), (name, param.name, param.help)
+
+
+@pytest.mark.parametrize("name", sorted(templates(Path("."))))
+def test_no_command_writes_over_its_inputs(name, workspace):
+    """Generated from the commands' own parameters: each output set to each input's path (files, folders
+    and the files that string options name) is a one-line error naming both, and no input changes."""
+    from nmt.cli import COMMAND_PATHS, command_paths
+
+    args = [str(a) for a in templates(workspace)[name]]
+    command = command_of(name)
+    params = command.make_context(name, list(args[1:])).params
+    outputs, inputs = command_paths(command, params)
+    assert bool(outputs) == bool(COMMAND_PATHS[name].outputs)
+    before = {path: sha(path) for _, path in inputs}
+    cases = 0
+    for output in outputs:
+        for label, path in inputs:
+            if not path.exists():
+                continue
+            cases += 1
+            called = [str(path) if a == str(output.path) else a for a in args]
+            line = assert_cli_error(cli(*called), f"{output.option} {path} is also the input {label} {path}")
+            assert {p: sha(p) for p in before} == before, line
+    assert cases >= len(outputs) * bool(inputs)
+
+
+def test_the_examples_of_the_issue_lose_no_data(workspace):
+    w = workspace
+    before = {p: sha(p) for p in w.rglob("*") if p.is_file()}
+    assert_cli_error(cli("bpe", "--train", w / "text.en", "--out", w / "text.en"), "--out", "--train")
+    assert_cli_error(cli("eval", "-m", w / "model.pt", "--src", w / "text.en", "--ref", w / "text.de",
+                         "--save-hyp", w / "text.de"), "--save-hyp", "--ref")
+    assert_cli_error(cli("translate", "-m", w / "model.pt", "-o", w / "model.pt", input="a man .\n"), "--output", "--model")
+    assert_cli_error(cli("average", w / "run", "--last", 2, "--out", w / "run" / "checkpoint_00000030.pt"), "--out")
+    assert_cli_error(cli("translate", "-m", w / "model.pt", "-i", w / "text.en", "-o", w / "text.en"), "--output", "--input")
+    assert_cli_error(cli("translate", "-m", w / "model.pt", "-i", w / "text.en", "--attention", w / "text.en"), "--attention")
+    assert_cli_error(cli("train", "--data", w / "data", "--out", w / "data", *SHORT), "--out", "--data")
+    assert_cli_error(cli("export", w / "model.pt", w / "model.pt"), "OUT_DIR", "MODEL")
+    os.link(w / "text.en", w / "hard-link.en")  # the same file by another name
+    (w / "soft-link.en").symlink_to(w / "text.en")
+    for link in ("hard-link.en", "soft-link.en"):
+        assert_cli_error(cli("bpe", "--train", w / "text.en", "--out", w / link), "is also the input --train")
+    assert {p: sha(p) for p in before} == before
+
+
+@pytest.mark.parametrize("case", ["prepare into the corpus folder", "export over the model's folder",
+                                  "train over its --init-from", "average to a step checkpoint name",
+                                  "average to the best checkpoint's name"])
+def test_an_output_folder_never_swallows_an_input(case, workspace):
+    w = workspace
+    (w / "corpus").mkdir()
+    for lang in ("en", "de"):
+        shutil.copyfile(w / f"text.{lang}", w / "corpus" / f"train.{lang}")
+    shutil.copyfile(w / "model.pt", w / "run" / "checkpoint_best.pt")
+    args, words = {
+        "prepare into the corpus folder": (["prepare", "--bpe", w / "bpe.model", "--train", w / "corpus" / "train",
+                                            "--src", "en", "--tgt", "de", "--out", w / "corpus"],
+                                           ["--out", "holds the input --train"]),
+        "export over the model's folder": (["export", w / "run" / "checkpoint_00000030.pt", w / "run", "--force"],
+                                           ["OUT_DIR", "holds the input MODEL"]),
+        "train over its --init-from": (["train", "--data", w / "data", "--out", w / "run", "--init-from",
+                                        w / "run" / "checkpoint_best.pt"], ["--out", "holds the input --init-from"]),
+        "average to a step checkpoint name": (["average", w / "model.pt", w / "run" / "checkpoint_00000020.pt",
+                                               "--out", w / "run" / "checkpoint_00000099.pt"], ["checkpoint_00000099.pt"]),
+        "average to the best checkpoint's name": (["average", w / "run", "--out", w / "run" / "checkpoint_best.pt"],
+                                                  ["checkpoint_best.pt"]),
+    }[case]
+    before = {p: sha(p) for p in w.rglob("*") if p.is_file()}
+    assert_cli_error(cli(*args), *words)
+    assert {p: sha(p) for p in w.rglob("*") if p.is_file()} == before
+
+
+def test_a_data_folder_may_be_prepared_again_with_its_own_bpe_model(workspace):
+    """The store's own bpe.model as --bpe is written back byte for byte: no data lost, so not refused."""
+    w = workspace
+    assert_cli_ok(cli("prepare", "--bpe", w / "data" / "bpe.model", "--train", w / "text", "--src", "en", "--tgt",
+                      "de", "--out", w / "data", "--min-len", 1))
+
+
+# -- class 2: compressed files both ways --------------------------------------------------------------
+
+
+def gzip_file(path: Path, text: str) -> Path:
+    import gzip
+
+    path.write_bytes(gzip.compress(text.encode("utf-8")))
+    return path
+
+
+def test_translate_reads_and_writes_gzip(workspace):
+    import gzip
+
+    w = workspace
+    text = (w / "text.en").read_text(encoding="utf-8")
+    plain = assert_cli_ok(cli("translate", "-m", w / "model.pt", "-i", w / "text.en", "--beam", 1)).stdout
+    assert plain.count("\n") == text.count("\n")
+    gzip_file(w / "text.en.gz", text)
+    assert assert_cli_ok(cli("translate", "-m", w / "model.pt", "-i", w / "text.en.gz", "--beam", 1)).stdout == plain
+    assert_cli_ok(cli("translate", "-m", w / "model.pt", "-i", w / "text.en.gz", "--beam", 1, "-o", w / "out.de.gz"))
+    assert gzip.decompress((w / "out.de.gz").read_bytes()).decode("utf-8") == plain
+    (w / "text.en").unlink()
+    assert_cli_error(cli("translate", "-m", w / "model.pt", "-i", w / "text.en"), "text.en.gz exists: give that name")
+
+
+def test_eval_reads_and_writes_gzip(workspace):
+    import gzip
+
+    w = workspace
+    args = ["eval", "-m", w / "model.pt", "--beam", 1, "--json"]
+    plain = assert_cli_ok(cli(*args, "--src", w / "text.en", "--ref", w / "text.de", "--save-hyp", w / "hyp-plain.de"))
+    for name in ("text.en", "text.de"):
+        gzip_file(w / f"{name}.gz", (w / name).read_text(encoding="utf-8"))
+    packed = assert_cli_ok(cli(*args, "--src", w / "text.en.gz", "--ref", w / "text.de.gz", "--save-hyp", w / "hyp.de.gz"))
+    assert json.loads(packed.stdout)["scores"] == json.loads(plain.stdout)["scores"]
+    assert gzip.decompress((w / "hyp.de.gz").read_bytes()) == (w / "hyp-plain.de").read_bytes()
+    scored = assert_cli_ok(cli("eval", "--ref", w / "text.de.gz", "--hyp", w / "hyp.de.gz", "--json"))
+    assert json.loads(scored.stdout)["scores"] == json.loads(plain.stdout)["scores"]
+
+
+def test_bpe_and_prepare_read_gzip_by_its_bytes(workspace):
+    """A gzip file is read as the text it holds whatever its name (bpe, prepare)."""
+    w = workspace
+    gzip_file(w / "train.en", (w / "text.en").read_text(encoding="utf-8"))  # gzip under a plain name
+    shutil.copyfile(w / "text.de", w / "train.de")
+    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "train", "--src", "en", "--tgt", "de",
+                      "--out", w / "packed", "--min-len", 1))
+    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "text", "--src", "en", "--tgt", "de",
+                      "--out", w / "plain", "--min-len", 1))
+    assert (w / "packed" / "train.bin").read_bytes() == (w / "plain" / "train.bin").read_bytes()
+    assert_cli_ok(cli("bpe", "--train", w / "train.en", "--vocab-size", 60, "--out", w / "b.model"))
+    from nmt.bpe import BpeTokenizer as Tokenizer
+
+    pieces = "".join(Tokenizer.from_file(w / "b.model").pieces(range(4, 60)))
+    assert "\x1f" not in pieces and "\ufffd" not in pieces  # learned from the text, not from compressed bytes
+
+
+def test_a_prefix_with_both_plain_and_gzip_files_is_refused(workspace):
+    w = workspace
+    gzip_file(w / "text.en.gz", "another text\n")
+    assert_cli_error(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "text", "--src", "en", "--tgt", "de",
+                         "--out", w / "store"), "text.en.gz", "both exist")
+
+
+def test_translate_streams_gzip_from_stdin(tiny_checkpoint):
+    """stdin that is gzip data (`nmt translate < x.gz`, or a producer that flushes per line) is inflated
+    as it arrives: each line is answered while stdin is still open."""
+    import queue
+    import threading
+    import zlib
+
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "-m", str(tiny_checkpoint), "--beam", "1",
+                             "--threads", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=ENV)
+    got: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [got.put(line) for line in iter(proc.stdout.readline, b"")], daemon=True).start()
+    pack = zlib.compressobj(wbits=31)
+    try:
+        for line, timeout in ((b"A man is riding a bicycle.\n", 120), (b"\n", 60), (b"Two dogs.\n", 60)):
+            proc.stdin.write(pack.compress(line) + pack.flush(zlib.Z_SYNC_FLUSH))
+            proc.stdin.flush()
+            answer = got.get(timeout=timeout)
+            assert answer.endswith(b"\n") and (answer == b"\n") == (line == b"\n")
+        proc.stdin.write(pack.flush())
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert got.empty()
+
+
+# -- class 5 (byte-order marks) -------------------------------------------------------------------------
+
+
+def test_a_byte_order_mark_is_not_text(workspace):
+    """Windows editors start a UTF-8 file with U+FEFF: translate, eval, bpe and prepare read the text after it."""
+    w = workspace
+    text = (w / "text.en").read_text(encoding="utf-8")
+    (w / "bom.en").write_text("\ufeff" + text.replace("\n", "\r\n"), encoding="utf-8")
+    plain = assert_cli_ok(cli("translate", "-m", w / "model.pt", "-i", w / "text.en", "--beam", 1)).stdout
+    assert assert_cli_ok(cli("translate", "-m", w / "model.pt", "-i", w / "bom.en", "--beam", 1)).stdout == plain
+    (w / "bom.de").write_text("\ufeff" + (w / "text.de").read_text(encoding="utf-8"), encoding="utf-8")
+    scored = json.loads(assert_cli_ok(cli("eval", "--ref", w / "text.de", "--hyp", w / "bom.de", "--json")).stdout)
+    assert scored["scores"][0]["score"] == 100.0
+    shutil.copyfile(w / "bom.en", w / "b.en")
+    shutil.copyfile(w / "bom.de", w / "b.de")
+    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "b", "--src", "en", "--tgt", "de",
+                      "--out", w / "with-bom", "--min-len", 1))
+    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "text", "--src", "en", "--tgt", "de",
+                      "--out", w / "without", "--min-len", 1))
+    assert (w / "with-bom" / "train.bin").read_bytes() == (w / "without" / "train.bin").read_bytes()
+    assert_cli_ok(cli("bpe", "--train", w / "bom.en", "--vocab-size", 60, "--out", w / "b.model"))
+    from nmt.bpe import BpeTokenizer as Tokenizer
+
+    assert "\ufeff" not in "".join(Tokenizer.from_file(w / "b.model").pieces(range(4, 60)))
+
+
+# -- class 3: models that do not fit together ---------------------------------------------------------
+
+
+def test_an_ensemble_of_two_directions_is_refused(tiny_checkpoint, tmp_path):
+    reverse = with_data(tiny_checkpoint, tmp_path / "de-en.pt", src="de", tgt="en")
+    (tmp_path / "in.en").write_text("a man .\n")
+    for args in (["translate", "-i", tmp_path / "in.en"], ["serve", "--port", 0],
+                 ["eval", "--src", tmp_path / "in.en", "--ref", tmp_path / "in.en"]):
+        assert_cli_error(cli(*args, "-m", tiny_checkpoint, "-m", reverse), "de -> en", "en -> de", "one direction")
+
+
+def test_average_refuses_checkpoints_of_two_directions(tiny_checkpoint, tmp_path):
+    reverse = with_data(tiny_checkpoint, tmp_path / "de-en.pt", src="de", tgt="en")
+    assert_cli_error(cli("average", tiny_checkpoint, reverse, "--out", tmp_path / "avg.pt"), "de -> en", "one run")
+    assert not (tmp_path / "avg.pt").exists()
+
+
+def test_a_model_and_its_bpe_model_must_agree(tiny_checkpoint, tmp_path):
+    """A checkpoint whose embedded BPE model has another vocabulary than the model would decode ids that
+    mean nothing."""
+    from conftest import BPE_MODELS
+
+    payload = torch.load(tiny_checkpoint, weights_only=True)
+    payload["tokenizer"] = {**payload["tokenizer"], "source": BPE_MODELS[300].read_bytes()}
+    torch.save(payload, tmp_path / "mixed.pt")
+    (tmp_path / "in.en").write_text("a man .\n")
+    assert_cli_error(cli("translate", "-m", tmp_path / "mixed.pt", "-i", tmp_path / "in.en"), "mixed.pt", "tokenizer")
+
+
+def test_init_from_a_model_of_the_other_direction_is_refused(tiny_checkpoint, tiny_data, tmp_path):
+    reverse = with_data(tiny_checkpoint, tmp_path / "de-en.pt", src="de", tgt="en")
+    assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--init-from", reverse, "--max-updates", 1),
+                     "--init-from", "de -> en", "en -> de")
+    assert not (tmp_path / "run").exists()
+
+
+def test_init_from_into_a_folder_holding_another_run_is_refused(tiny_run, tiny_checkpoint, tiny_data, tmp_path):
+    """It used to resume the old run and ignore --init-from."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns(LOCK_NAME))
+    other = shutil.copyfile(tiny_checkpoint, tmp_path / "other.pt")
+    before = {p: sha(p) for p in run.iterdir()}
+    assert_cli_error(cli("train", "--data", tiny_data, "--out", run, "--init-from", other, "--max-updates", 40),
+                     "--init-from", "holds another run", "checkpoint_00000030.pt")
+    assert {p: sha(p) for p in run.iterdir() if p.name != LOCK_NAME} == before
+
+
+# -- class 4: the last tracebacks -----------------------------------------------------------------------
+
+
+def test_max_positions_below_the_data_is_refused_before_training(tiny_data, tmp_path):
+    line = assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--preset", "tiny",
+                                "--max-positions", 20), str(tiny_data), "max_positions 20", "--max-len")
+    assert not (tmp_path / "run").exists(), line
+
+
+@pytest.mark.parametrize("command", ["translate", "eval", "serve", "average", "export", "train --init-from",
+                                     "prepare --bpe"])
+@pytest.mark.parametrize("field, value", [("d_model", "512"), ("n_heads", None), ("dropout", "0.1")])
+def test_a_damaged_checkpoint_config_is_one_line_naming_the_file(command, field, value, tiny_checkpoint, tiny_data,
+                                                               tmp_path):
+    """Every command that loads a checkpoint names the file and the field (not an option never given)."""
+    bad = with_config(tiny_checkpoint, tmp_path / "edited.pt", **{field: value})
+    (tmp_path / "in.en").write_text("a man .\n")
+    args = {
+        "translate": ["translate", "-m", bad, "-i", tmp_path / "in.en"],
+        "eval": ["eval", "-m", bad, "--src", tmp_path / "in.en", "--ref", tmp_path / "in.en"],
+        "serve": ["serve", "-m", bad, "--port", 0],
+        "average": ["average", bad, tiny_checkpoint, "--out", tmp_path / "avg.pt"],
+        "export": ["export", bad, tmp_path / "ct2"],
+        "train --init-from": ["train", "--data", tiny_data, "--out", tmp_path / "run", "--init-from", bad, "--max-updates", 1],
+        "prepare --bpe": ["prepare", "--bpe", bad, "--train", tmp_path / "in", "--src", "en", "--tgt", "en2",
+                          "--out", tmp_path / "store"],
+    }[command]
+    (tmp_path / "in.en2").write_text("a man .\n")
+    line = assert_cli_error(cli(*args), "edited.pt", field)
+    assert f"--{field.replace('_', '-')}" not in line
+    assert not (tmp_path / "avg.pt").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("key, value", [("vocab_size", "1000"), ("src", None), ("bpe_sha256", 5), ("vocab_size", -3)])
+def test_a_damaged_meta_json_is_one_line_naming_it(key, value, tiny_data, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    meta = json.loads((data / "meta.json").read_text())
+    meta[key] = value
+    (data / "meta.json").write_text(json.dumps(meta))
+    assert_cli_error(cli("train", "--data", data, "--out", tmp_path / "run", *SHORT), "meta.json", key)
+
+
+def test_a_binary_config_file_is_one_line(tiny_data, tmp_path):
+    (tmp_path / "c.toml").write_bytes(b"\x00\xff\xfe binary \x80")
+    assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--config", tmp_path / "c.toml"),
+                     "c.toml", "not a text file")
+
+
+@pytest.mark.parametrize("args", [
+    ["translate", "-m", "MODEL", "-i", "TEXT"], ["eval", "--ref", "TEXT", "--hyp", "TEXT"],
+    ["prepare", "--bpe", "BPE", "--train", "PREFIX", "--src", "en", "--tgt", "de", "--out", "OUT"],
+    ["train", "--data", "DATA", "--out", "OUT", "--print-config"], ["demo", "--out", "OUT"], ["--version"],
+], ids=["translate", "eval", "prepare", "train --print-config", "demo", "--version"])
+def test_results_into_a_closed_stdout_are_refused_before_any_work(args, tiny_checkpoint, tiny_data, tiny_bpe, tmp_path):
+    """`nmt ... >&-`: exit 1 before the work (it was exit 0 with the results gone, or an AttributeError)."""
+    (tmp_path / "text.en").write_text("a man .\n")
+    (tmp_path / "text.de").write_text("ein Mann .\n")
+    values = {"MODEL": tiny_checkpoint, "TEXT": tmp_path / "text.en", "BPE": tiny_bpe, "PREFIX": tmp_path / "text",
+              "OUT": tmp_path / "out", "DATA": tiny_data}
+    r = subprocess.run([sys.executable, "-m", "nmt", *[str(values.get(a, a)) for a in args]], capture_output=True,
+                       text=True, env=ENV, timeout=120, preexec_fn=lambda: os.close(1))
+    assert_user_error(r, "stdout is closed")
+    assert not (tmp_path / "out").exists()
+
+
+# -- class 5: options that do nothing are refused -------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["translate", "eval", "serve"])
+@pytest.mark.parametrize("extra, words", [
+    (["--topk", "5"], ["--topk only applies with --sampling"]),
+    (["--topp", "0.5"], ["--topp only applies with --sampling"]),
+    (["--temperature", "0.7"], ["--temperature only applies with --sampling"]),
+    (["--seed", "3"], ["--seed only applies with --sampling"]),
+    (["--sampling", "--beam", "5"], ["--beam 5 does nothing with --sampling"]),
+    (["--lenpen", "0", "--lenpen-type", "power"], ["--lenpen-type power does nothing with --lenpen 0.0"]),
+])
+def test_search_options_that_would_do_nothing_are_refused(command, extra, words, tiny_checkpoint, tmp_path):
+    (tmp_path / "in.en").write_text("a man .\n")
+    args = {"translate": ["translate", "-i", tmp_path / "in.en"], "serve": ["serve", "--port", 0],
+            "eval": ["eval", "--src", tmp_path / "in.en", "--ref", tmp_path / "in.en"]}[command]
+    assert_cli_error(cli(*args, "-m", tiny_checkpoint, *extra), *words)
+
+
+def test_eval_nbest_without_sampling_is_refused(tiny_checkpoint, tmp_path):
+    (tmp_path / "in.en").write_text("a man .\n")
+    assert_cli_error(cli("eval", "-m", tiny_checkpoint, "--src", tmp_path / "in.en", "--ref", tmp_path / "in.en",
+                         "--nbest", 2), "--nbest 2 does nothing")
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--paired-bs-n", "10"], ["--paired-bs-n only applies with --paired-bs"]),
+    (["--save-hyp", "SAVE"], ["--save-hyp", "only applies with --model"]),
+    (["--src", "TEXT"], ["--src", "only applies with --model"]),
+    (["--beam", "2"], ["--beam", "only applies with --model"]),
+    (["--nbest", "1", "--threads", "2"], ["--nbest, --threads", "only apply with --model"]),
+    (["--int8"], ["--int8", "only applies with --model"]),
+])
+def test_eval_options_that_would_do_nothing_are_refused(extra, words, tmp_path):
+    (tmp_path / "text.de").write_text("ein Mann .\n")
+    extra = [str(tmp_path / "saved.de") if a == "SAVE" else str(tmp_path / "text.de") if a == "TEXT" else a
+             for a in extra]
+    assert_cli_error(cli("eval", "--ref", tmp_path / "text.de", "--hyp", tmp_path / "text.de", *extra), *words)
+    assert not (tmp_path / "saved.de").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["train", "--layers", "2", "--encoder-layers", "1", "--decoder-layers", "1"], ["--layers does nothing"]),
+    (["train", "--valid-bleu-sentences", "0", "--valid-beam", "4", "VALIDATED"],
+     ["--valid-beam 4 does nothing with --valid-bleu-sentences 0"]),
+    (["train", "--patience", "3"], ["--patience 3", "no validation split"]),
+    (["train", "--valid-beam", "2"], ["--valid-beam 2", "no validation split"]),
+    (["bpe", "--seed", "3"], ["--seed only applies with --sample"]),
+])
+def test_training_options_that_would_do_nothing_are_refused(args, words, tiny_data, tiny_corpus, tmp_path):
+    """tiny_data has no validation split (VALIDATED: data with one)."""
+    from conftest import prepare_sample
+
+    if "VALIDATED" in args:
+        (tmp_path / "corpus").mkdir()
+        tiny_data, args = prepare_sample(tmp_path / "corpus", 50, 10), [a for a in args if a != "VALIDATED"]
+    where = (["--data", tiny_data, "--out", tmp_path / "run", *SHORT] if args[0] == "train" else
+             ["--train", tiny_corpus / "train.en", "--out", tmp_path / "bpe.model"])
+    assert_cli_error(cli(args[0], *where, *args[1:]), *words)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "bpe.model").exists()
+
+
+def test_a_misspelt_config_key_gets_a_did_you_mean(tiny_data, tmp_path):
+    (tmp_path / "c.toml").write_text("[train]\nmax_update = 10\n")
+    assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--config", tmp_path / "c.toml"),
+                     "c.toml", "no field 'max_update'", "did you mean 'max_updates'?")
+
+
+# -- found by running every command on hostile inputs ------------------------------------------------
+
+
+def hostile_usage(tmp: Path, ckpt: Path, data: Path, bpe: Path) -> dict[str, tuple[list, list[str]]]:
+    """name -> (arguments, words of the one error line); every one ran or crashed before."""
+    return {
+        "bpe --train a folder": (["bpe", "--train", tmp, "--out", tmp / "b.model"], ["is a folder"]),
+        "bpe --train /dev/null": (["bpe", "--train", "/dev/null", "--out", tmp / "b.model"], ["/dev/null", "empty input"]),
+        "bpe --threads -5": (["bpe", "--train", tmp / "text.en", "--out", tmp / "b.model", "--threads", -5], ["--threads"]),
+        "prepare --threads -3": (["prepare", "--bpe", bpe, "--train", tmp / "text", "--src", "en", "--tgt", "de",
+                                  "--out", tmp / "store", "--threads", -3], ["--threads"]),
+        "demo --max-updates 0": (["demo", "--out", tmp / "demo", "--max-updates", 0], ["--max-updates"]),
+        "average a checkpoint with itself": (["average", ckpt, ckpt, "--out", tmp / "avg.pt"], ["given twice"]),
+        "an ensemble of one model twice": (["translate", "-m", ckpt, "-m", ckpt, "-i", tmp / "text.en"], ["given twice"]),
+        "--init-from /dev/null": (["train", "--data", data, "--out", tmp / "run", "--init-from", "/dev/null"],
+                                  ["/dev/null: not a checkpoint file"]),
+        "--lr-factor 1e308": (["train", "--data", data, "--out", tmp / "run", "--lr-factor", "1e308", *SHORT],
+                              ["--lr-factor"]),
+        "--adam-eps 1e308": (["train", "--data", data, "--out", tmp / "run", "--adam-eps", "1e308", *SHORT],
+                             ["--adam-eps"]),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(hostile_usage(Path("."), Path("."), Path("."), Path("."))))
+def test_hostile_usage_is_one_line(case, tiny_checkpoint, tiny_data, tiny_bpe, tmp_path):
+    for lang in ("en", "de"):
+        (tmp_path / f"text.{lang}").write_text("a man .\n")
+    args, words = hostile_usage(tmp_path, tiny_checkpoint, tiny_data, tiny_bpe)[case]
+    r = cli(*args)
+    if case == "bpe --train /dev/null":  # the reading's progress line comes first: keep the error line
+        r.stderr_bytes = r.stderr.splitlines(keepends=True)[-1].encode()
+    line = assert_cli_error(r, *words)
+    for made in ("b.model", "store", "demo", "avg.pt", "run"):
+        assert not (tmp_path / made).exists(), line
+
+
+def test_eval_leaves_ter_out_of_a_line_too_long_for_it(tmp_path, monkeypatch):
+    """TER's cost is quadratic in a line's words: a 200,000-word line took all the memory of the machine."""
+    from nmt import evaluate
+
+    monkeypatch.setattr(evaluate, "MAX_TER_WORDS", 50)
+    (tmp_path / "long.de").write_text("ein Mann .\n" + "Wort " * 60 + "\n")
+    r = assert_cli_ok(cli("eval", "--ref", tmp_path / "long.de", "--hyp", tmp_path / "long.de"))
+    import re
+
+    rows = [line.split()[0] for line in r.stdout.splitlines()[1:]]
+    assert rows == ["BLEU", "BLEU", "BLEU", "BLEU", "chrF"] and re.search(r"BLEU 13a cased +100\.00", r.stdout)
+    assert r.stderr.startswith("warning: TER left out: line 2 of") and "60 words" in r.stderr
+
+
+@pytest.mark.parametrize("damage, skipped", [
+    ({"rng": "x"}, True), ({"position": "5"}, True), ({"updates": -5}, True), ({"lr_offset": "x"}, True),
+    ({"valid_bleu": "x"}, True), ({"optimizer": {"state": "x", "param_groups": []}}, True),
+    ({"optimizer": {"state": {}, "param_groups": []}}, False), ({"model": "extra"}, False),
+], ids=["rng", "position", "negative updates", "lr_offset", "valid_bleu", "optimizer type", "optimizer groups",
+        "model keys"])
+def test_resuming_from_a_damaged_training_state_is_never_a_traceback(damage, skipped, tiny_run, tiny_data, tmp_path):
+    """A damaged newest checkpoint is set aside (the run resumes from the one before) or, where only the
+    model can tell (weights, optimizer groups), refused in one line naming it."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns(LOCK_NAME))
+    newest = checkpoint.latest(run)
+    payload = torch.load(newest, weights_only=True)
+    if damage.get("model") == "extra":
+        payload["model"]["extra.weight"] = torch.zeros(2)
+    else:  # the training state's counters and figures are one entry of the file, the rest are entries of their own
+        state = {k: v for k, v in damage.items() if k in payload["state"] or k == "updates"}
+        payload["state"].update(state)
+        payload.update({k: v for k, v in damage.items() if k not in state})
+    torch.save(payload, newest)
+    r = cli("train", "--data", tiny_data, "--out", run, "--max-updates", 21, "--save-interval", 100)
+    if skipped:
+        assert_cli_ok(r)
+        assert f"skipped {newest}" in r.stderr and (run / (newest.name + ".damaged")).is_file()
+    else:
+        line = assert_cli_error(r, str(newest))
+        assert "does not fit" in line or "do not match" in line
+
+
+def test_average_refuses_checkpoints_of_two_runs(tiny_checkpoint, tmp_path):
+    """Same architecture and vocabulary, another seed: another run, whose weights do not average with these."""
+    payload = torch.load(tiny_checkpoint, weights_only=True)
+    payload["train_config"] = {**payload["train_config"], "seed": 7}
+    torch.save(payload, tmp_path / "other-run.pt")
+    assert_cli_error(cli("average", tiny_checkpoint, tmp_path / "other-run.pt", "--out", tmp_path / "avg.pt"),
+                     "different training runs", "seed")
+    assert not (tmp_path / "avg.pt").exists()

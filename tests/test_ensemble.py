@@ -128,5 +128,6 @@ def test_cli_ensemble_errors(tiny_checkpoint, tmp_path):
     checkpoint.save(other, ckpt)
     r = nmt("translate", "-m", tiny_checkpoint, "-m", other, input="a man\n")
     assert r.returncode == 1 and "use different tokenizers" in r.stderr and "Traceback" not in r.stderr
-    r = nmt("translate", "-m", tiny_checkpoint, "-m", tiny_checkpoint, "--attention", tmp_path / "att", input="a\n")
+    second = tiny_checkpoint.parent / "checkpoint_00000020.pt"  # another checkpoint: one given twice is refused
+    r = nmt("translate", "-m", tiny_checkpoint, "-m", second, "--attention", tmp_path / "att", input="a\n")
     assert r.returncode == 1 and "give one --model" in r.stderr and not (tmp_path / "att").exists()

@@ -6,6 +6,7 @@ imports torch. The CTranslate2 tests are skipped when ctranslate2 is not install
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys

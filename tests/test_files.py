@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import stat
 import threading
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from nmt.errors import OutputError
 from nmt.files import atomic_write
@@ -54,3 +56,273 @@ def test_atomic_write_to_a_folder_is_an_output_error(tmp_path):
     with pytest.raises(OutputError, match="is a folder"):
         with atomic_write(tmp_path, "w") as f:
             f.write("x")
+
+
+# -- gzip both ways, byte-order marks ---------------------------------------------------------------
+
+TEXT = "a man .\nzwei Hunde .\n\nüber 😀\n"
+
+
+def gz(text: str, members: int = 1) -> bytes:
+    """gzip of `text`, cut into `members` gzip members (as `cat a.gz b.gz` makes)."""
+    import gzip
+
+    data, cut = text.encode(), len(text.encode()) // members
+    parts = [data[i * cut: (i + 1) * cut if i < members - 1 else None] for i in range(members)]
+    return b"".join(gzip.compress(p) for p in parts)
+
+
+def packed(kind: str, text: str) -> bytes:
+    import bz2
+    import lzma
+
+    return {"bz2": bz2.compress, "xz": lzma.compress}[kind](text.encode())
+
+
+@pytest.mark.parametrize("name, content", [
+    ("plain.txt", TEXT.encode()),
+    ("text.gz", gz(TEXT)),
+    ("text.bz2", packed("bz2", TEXT)),
+    ("text.xz", packed("xz", TEXT)),
+    ("xz-named-txt.txt", packed("xz", TEXT)),
+    ("two-bz2-streams.bz2", packed("bz2", TEXT[:10]) + packed("bz2", TEXT[10:])),
+    ("gzip-named-txt.txt", gz(TEXT)),  # known by its bytes, not its name
+    ("two-members.gz", gz(TEXT, members=2)),
+    ("padded.gz", gz(TEXT) + b"\0" * 100),  # gzip skips zero padding: so does nmt
+    ("bom-crlf.txt", ("\ufeff" + TEXT.replace("\n", "\r\n")).encode()),
+    ("bom.gz", gz("\ufeff" + TEXT)),
+])
+def test_read_lines_and_byte_blocks_read_text_plain_or_gzip(tmp_path, name, content):
+    from nmt.files import byte_blocks, count_lines, read_lines
+
+    path = tmp_path / name
+    path.write_bytes(content)
+    expected = TEXT.split("\n")[:-1]
+    assert list(read_lines(path)) == expected
+    with open(path, "rb") as f:
+        raw = b"".join(byte_blocks(f.fileno(), name)).decode()
+    assert raw.lstrip("\ufeff").replace("\r\n", "\n") == TEXT
+    assert count_lines(path) == len(expected)
+
+
+@pytest.mark.parametrize("content, words", [
+    (gz(TEXT)[:-12], ["ends early"]),  # truncated: the trailer is missing
+    (gz(TEXT)[:15], ["ends early"]),
+    (gz(TEXT) + b"garbage", ["not valid gzip data"]),
+    (b"\x1f\x8b" + b"\x00" * 30, ["not valid gzip data"]),
+    (packed("xz", TEXT)[:-10], ["xz"]),
+    (packed("bz2", TEXT)[:-10], ["bzip2"]),
+    (b"\x28\xb5\x2f\xfd" + b"\x00" * 20, ["zstd-compressed data", "decompress it first"]),
+    (b"PK\x03\x04" + b"\x00" * 20, ["zip-compressed data"]),
+])
+def test_damaged_gzip_is_an_input_error_naming_the_file(tmp_path, content, words):
+    from nmt.errors import InputError
+    from nmt.files import byte_blocks, read_lines
+
+    path = tmp_path / "damaged.gz"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match="damaged.gz"):
+        list(read_lines(path))
+    with open(path, "rb") as f, pytest.raises(InputError) as e:
+        list(byte_blocks(f.fileno(), str(path)))
+    assert "damaged.gz" in str(e.value) and all(w in str(e.value) for w in words)
+
+
+def test_byte_blocks_inflate_gzip_as_it_arrives():
+    """A gzip stream whose writer flushes after each line: each line is readable before the next is written
+    (what lets `... | gzip-flushing producer | nmt translate` answer line by line)."""
+    import zlib
+
+    from nmt.files import byte_blocks
+
+    read_fd, write_fd = os.pipe()
+    pack = zlib.compressobj(wbits=31)
+    blocks = byte_blocks(read_fd, "pipe")
+    try:
+        for line in (b"first line\n", b"second line\n"):
+            os.write(write_fd, pack.compress(line) + pack.flush(zlib.Z_SYNC_FLUSH))
+            got = b""
+            while not got.endswith(b"\n"):
+                got += next(blocks)  # would block forever if byte_blocks waited for more input
+            assert got == line
+        os.write(write_fd, pack.flush())
+        os.close(write_fd)
+        assert b"".join(blocks) == b""
+    finally:
+        os.close(read_fd)
+
+
+def test_byte_blocks_inflate_a_large_expansion_in_bounded_blocks():
+    """A few kilobytes that inflate to 50 MB come out in blocks of at most READ_BLOCK bytes."""
+    import gzip
+
+    from nmt.files import READ_BLOCK, byte_blocks
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, gzip.compress(b"\n" * 50_000_000))
+    os.close(write_fd)
+    sizes = [len(b) for b in byte_blocks(read_fd, "pipe")]
+    os.close(read_fd)
+    assert sum(sizes) == 50_000_000 and max(sizes) <= READ_BLOCK
+
+
+def test_atomic_write_gzips_text_named_gz(tmp_path):
+    import gzip
+
+    from nmt.files import read_lines
+
+    for name in ("out.gz", "out.de.gz"):
+        with atomic_write(tmp_path / name, "w") as f:
+            f.write(TEXT)
+        data = (tmp_path / name).read_bytes()
+        assert data[:2] == b"\x1f\x8b" and gzip.decompress(data).decode() == TEXT
+        assert list(read_lines(tmp_path / name)) == TEXT.split("\n")[:-1]
+    assert (tmp_path / "out.gz").read_bytes() == (tmp_path / "out.de.gz").read_bytes()  # no name or time inside
+    for name in ("out.bz2", "out.xz"):
+        with atomic_write(tmp_path / name, "w") as f:
+            f.write(TEXT)
+        assert list(read_lines(tmp_path / name)) == TEXT.split("\n")[:-1]
+        (tmp_path / name).unlink()
+    with pytest.raises(OutputError, match="not zstd"):
+        with atomic_write(tmp_path / "out.zst", "w") as f:
+            f.write(TEXT)
+    with atomic_write(tmp_path / "model.gz", "wb") as f:  # binary files are written as given
+        f.write(b"bytes")
+    assert (tmp_path / "model.gz").read_bytes() == b"bytes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gz", "out.de.gz", "out.gz"]
+
+
+def test_a_name_never_stands_for_its_gz(tmp_path):
+    from nmt.errors import InputError
+    from nmt.files import check_input_file, read_lines, resolve_prefixed
+
+    (tmp_path / "x.gz").write_bytes(gz(TEXT))
+    with pytest.raises(InputError, match="x.gz exists: give that name"):
+        check_input_file(tmp_path / "x", "--input")
+    with pytest.raises(InputError, match="x.gz exists: give that name"):
+        list(read_lines(tmp_path / "x"))
+    assert resolve_prefixed(tmp_path / "x") == tmp_path / "x.gz"  # a prefix file (prepare): PREFIX.SRC or .gz
+    (tmp_path / "x").write_text("other text\n")
+    with pytest.raises(InputError, match="both exist"):
+        resolve_prefixed(tmp_path / "x")
+
+
+# -- an output is never an input --------------------------------------------------------------------
+
+
+def outputs_error(outputs, inputs, **kw) -> str:
+    from nmt.errors import OutputError
+    from nmt.files import check_outputs
+
+    with pytest.raises(OutputError) as e:
+        check_outputs(outputs, inputs, **kw)
+    return str(e.value)
+
+
+def test_check_outputs_finds_an_input_by_path_link_and_inode(tmp_path):
+    from nmt.files import Output, check_outputs
+
+    (tmp_path / "c.txt").write_text("corpus\n")
+    (tmp_path / "sub").mkdir()
+    os.link(tmp_path / "c.txt", tmp_path / "hard.txt")
+    (tmp_path / "soft.txt").symlink_to(tmp_path / "c.txt")
+    inputs = [("--train", tmp_path / "c.txt")]
+    for spelling in (tmp_path / "c.txt", tmp_path / "sub" / ".." / "c.txt", tmp_path / "hard.txt", tmp_path / "soft.txt"):
+        message = outputs_error([Output("--out", spelling)], inputs)
+        assert message.startswith(f"--out {spelling} is also the input --train {tmp_path / 'c.txt'}")
+    assert "through a link" in outputs_error([Output("--out", tmp_path / "hard.txt")], inputs)
+    check_outputs([Output("--out", tmp_path / "new.txt")], inputs)  # a new file, or another one, is fine
+    check_outputs([Output("--out", Path("/dev/null"))], [("--input", Path("/dev/null"))])  # devices hold no data
+
+
+def test_check_outputs_folders_and_what_they_own(tmp_path):
+    from nmt.files import Output, check_outputs
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint_00000002.pt").write_bytes(b"x")
+    (run / "keep.pt").write_bytes(b"x")
+    owns = lambda relative, option: relative.startswith("checkpoint_")  # noqa: E731
+    message = outputs_error([Output("--out", run, folder=True, owns=owns)], [("--init-from", run / "checkpoint_00000002.pt")])
+    assert "holds the input --init-from" in message
+    check_outputs([Output("--out", run, folder=True, owns=owns)], [("--init-from", run / "keep.pt")])
+    assert "holds" in outputs_error([Output("OUT_DIR", run, folder=True)], [("MODEL", run / "keep.pt")])  # replaced whole
+    assert "is also the input --data" in outputs_error([Output("--out", run, folder=True)], [("--data", run)])
+    check_outputs([Output("--out", run / "sub", folder=True)], [("--data", run)])  # a run folder inside the data's
+    assert "is also the output --output" in outputs_error(
+        [Output("--output", tmp_path / "a"), Output("--attention", tmp_path / "a", folder=True)], [])
+
+
+@pytest.mark.parametrize("fd", [1, 2])
+def test_check_outputs_refuses_stdout_and_stderr_redirected_to_an_input(tmp_path, fd):
+    """`nmt ... -i c.txt > c.txt`: the shell emptied c.txt already; nmt says so instead of translating nothing."""
+    import subprocess
+    import sys
+
+    (tmp_path / "c.txt").write_text("text\n")
+    code = ("from pathlib import Path; from nmt.files import check_outputs; from nmt.errors import OutputError\n"
+            "try: check_outputs([], [('--input', Path('c.txt'))])\n"
+            "except OutputError as e: print(e, file=open('message', 'w'))\n")
+    with open(tmp_path / "c.txt", "a") as redirect:  # `>> c.txt`: not even emptied, still refused
+        subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=60,
+                       **{"stdout" if fd == 1 else "stderr": redirect})
+    stream = "stdout" if fd == 1 else "stderr"
+    assert (tmp_path / "message").read_text().startswith(f"{stream} is redirected to the input --input c.txt")
+
+
+def test_check_outputs_refuses_stdin_read_from_an_output(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "x.txt").write_text("text\n")
+    code = ("from pathlib import Path; from nmt.files import Output, check_outputs; from nmt.errors import OutputError\n"
+            "check_outputs([Output('--output', Path('x.txt'))], [])\n"
+            "try: check_outputs([Output('--output', Path('x.txt'))], [], reads_stdin=True)\n"
+            "except OutputError as e: print(e)\n")
+    with open(tmp_path / "x.txt", "rb") as stdin:
+        r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, stdin=stdin, capture_output=True, text=True,
+                           timeout=60, check=True)
+    assert r.stdout.startswith("stdin is read from --output x.txt")
+
+
+@given(st.lists(st.sampled_from(["a", "b", "d/a", "d/../a", "./b", "link-a", "hard-b", "d", "new"]), min_size=1,
+                max_size=4), st.sampled_from(["a", "b", "d/a", "./a", "link-a", "hard-b", "new", "d/new"]))
+@settings(max_examples=200, deadline=None)
+def test_check_outputs_refuses_exactly_the_outputs_that_are_inputs(tmp_path_factory, inputs, output):
+    """Whatever the spelling (relative parts, symbolic or hard links), an output file is refused exactly
+    when it names the same file as an input (or, not there yet, the same path)."""
+    from nmt.errors import OutputError
+    from nmt.files import Output, check_outputs
+
+    root = tmp_path_factory.mktemp("paths")
+    (root / "d").mkdir()
+    for name in ("a", "b", "d/a"):
+        (root / name).write_text(name)
+    (root / "link-a").symlink_to(root / "a")
+    os.link(root / "b", root / "hard-b")
+    hard = {os.path.realpath(root / "hard-b"): os.path.realpath(root / "b")}  # one inode, two names
+    key = lambda name: hard.get(os.path.realpath(root / name), os.path.realpath(root / name))  # noqa: E731
+    clash = any(key(output) == key(i) for i in inputs)
+    try:
+        check_outputs([Output("--out", root / output)], [("--in", root / i) for i in inputs])
+        refused = False
+    except OutputError:
+        refused = True
+    assert refused == clash
+
+
+@pytest.mark.parametrize("first", [b"ok\n", b"P\n", b"BZh\n", b"\x1f\n"])
+def test_byte_blocks_never_wait_for_more_than_text_needs(first):
+    """A short first line (even one that starts like a signature) is passed on at once: waiting for the
+    bytes that would tell a compression apart would hold up an interactive pipe."""
+    from nmt.files import byte_blocks
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, first)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(next(byte_blocks(read_fd, "pipe"))), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    os.close(write_fd)
+    os.close(read_fd)
+    assert got == [first]

@@ -639,7 +639,7 @@ def test_serve_without_the_web_stack_is_one_line(tiny_checkpoint, tmp_path):
     r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tiny_checkpoint), "--port", "0"],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 1, r.stderr
-    assert r.stderr.strip() == 'error: nmt serve needs fastapi, fastapi-offline: pip install "nmt[serve]"'
+    assert r.stderr.strip() == 'error: nmt serve needs fastapi, fastapi-offline: pip install "nmt-toolkit[serve]"'
 
 
 def test_a_busy_port_is_one_line_before_the_model_loads(tmp_path):

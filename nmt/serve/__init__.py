@@ -7,7 +7,7 @@ One concept per module: `config` (the options), `engine` (what the server needs 
 limits, records, access log), `app` (the wiring), `drain` (a bounded stop), `server` (listen and serve).
 
 The web stack (FastAPI on uvicorn, prometheus_client, python-multipart, fastapi-offline) is the optional
-extra `nmt[serve]`: this package can be imported without it, and `require_web_stack` names what is missing.
+extra `nmt-toolkit[serve]`: this package can be imported without it, and `require_web_stack` names what is missing.
 """
 
 from nmt.serve.batching import Batcher, PendingRequest

@@ -14,7 +14,7 @@ from nmt.errors import ConfigError, OutputError, os_error_message
 from nmt.config import ServeConfig
 from nmt.serve.engine import ModelInfo, TranslationEngine
 
-EXTRA_HINT = 'pip install "nmt[serve]"'
+EXTRA_HINT = 'pip install "nmt-toolkit[serve]"'
 # The web stack: module -> the package that installs it.
 WEB_STACK = {"fastapi": "fastapi", "uvicorn": "uvicorn", "prometheus_client": "prometheus_client",
              "python_multipart": "python-multipart", "fastapi_offline": "fastapi-offline"}
