@@ -377,6 +377,12 @@ def untie_output(folder: Path) -> None:
     torch.save(state, folder / "pytorch_model.bin")
 
 
+def nan_weight(folder: Path) -> None:
+    state = torch.load(folder / "pytorch_model.bin", weights_only=True)
+    state["model.encoder.layers.0.fc1.weight"][0, 0] = float("nan")
+    torch.save(state, folder / "pytorch_model.bin")
+
+
 def drop_weight(folder: Path) -> None:
     state = torch.load(folder / "pytorch_model.bin", weights_only=True)
     del state["model.decoder.layers.1.fc2.bias"]
@@ -394,6 +400,7 @@ BAD_FOLDERS = {
                    ["vocab.json", "vocab_size is 300"]),
     "model size": (edit_json("config.json", d_model=64), ["pytorch_model.bin", "config.json"]),
     "missing weight": (drop_weight, ["pytorch_model.bin", "decoder.layers.1.fc2.bias"]),
+    "nan weight": (nan_weight, ["pytorch_model.bin", "encoder.layers.0.fc1.weight", "NaN"]),
     "untied": (untie_output, ["pytorch_model.bin", "lm_head.weight", "untied"]),
     "no spm": (lambda f: (f / "source.spm").unlink(), ["source.spm", "SentencePiece"]),
     "bpe tokenizer": (lambda f: (f / "target.spm").write_text("#version: 0.2\na b\n"), ["target.spm", "SentencePiece"]),
@@ -416,6 +423,12 @@ def test_bad_folders_are_one_line_errors_naming_the_file(case, folders, tmp_path
     assert "\n" not in message
     for word in words:
         assert word in message, message
+
+
+def test_a_file_is_not_a_folder(tmp_path):
+    (tmp_path / "model.bin").write_bytes(b"x")
+    with pytest.raises(NmtError, match="model.bin: not a folder"):
+        import_marian(tmp_path / "model.bin")
 
 
 @pytest.mark.slow

@@ -98,7 +98,8 @@ def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[s
     the languages (default: tokenizer_config.json's, else the folder's name, opus-mt-SRC-TGT)."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"{folder}: no such folder; {GET_ONE}")
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise InputError(f"{folder}: {what}; `nmt import marian` reads a model's folder: {GET_ONE}")
     config_path = folder / "config.json"
     config = read_json(config_path)
     check_marian(config, config_path)
@@ -287,26 +288,42 @@ def read_weights(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
         raise InputError(f"{folder}: no model weights ({' or '.join(WEIGHT_FILES)}); nmt reads the PyTorch or "
                          f"safetensors weights: {GET_ONE}")
     path = found[0]
-    if path.name.endswith(".safetensors"):
-        try:
-            from safetensors import SafetensorError
-            from safetensors.torch import load_file
-        except ImportError:
-            raise ConfigError(f"{path}: reading safetensors weights needs the safetensors package: "
-                              "pip install 'nmt[import]'") from None
-        try:
-            state = load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as e:
-            raise InputError(f"{path}: not readable safetensors weights ({_one_line(e)}); download it again") from None
-    else:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # weights_only refuses code, so any failure here means a bad file
-            raise InputError(f"{path}: not readable PyTorch weights ({_one_line(e)}); download it again") from None
+    if path.suffix != ".safetensors":
+        return read_weights_file(path)
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError:
+        if len(found) > 1:  # the folder has pytorch_model.bin too
+            return read_weights_file(found[1])
+        raise ConfigError(f"{path}: reading safetensors weights needs the safetensors package: "
+                          "pip install 'nmt[import]'") from None
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise InputError(f"{path}: not readable safetensors weights ({_one_line(e)}); download it again") from None
+    return path, by_marian_name(state, path)
+
+
+def read_weights_file(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """pytorch_model.bin, as data only (`weights_only`: a file from the internet never runs code)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # weights_only refuses code, so any failure here means a bad file
+        raise InputError(f"{path}: not readable PyTorch weights ({_one_line(e)}); download it again") from None
+    return path, by_marian_name(state, path)
+
+
+def by_marian_name(state: object, path: Path) -> dict[str, torch.Tensor]:
+    """The tensors by their names without the "model." prefix, as finite float32."""
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise InputError(f"{path}: not a table of tensors; download it again")
-    prefix = "model."
-    return path, {(k[len(prefix):] if k.startswith(prefix) else k): v.float() for k, v in state.items()}
+    out = {}
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise InputError(f"{path}: {name} holds NaN or infinite values; download it again")
+        out[name[len("model."):] if name.startswith("model.") else name] = tensor.float()
+    return out
 
 
 def _one_line(e: Exception) -> str:
