@@ -104,6 +104,8 @@ def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[s
     config = read_json(config_path)
     check_marian(config, config_path)
     tok_config = read_json(folder / "tokenizer_config.json", required=False)
+    notes: list[str] = []
+    languages = find_languages(folder, tok_config, src, tgt, notes)
     vocab = read_vocab(folder, tok_config)
     size = int_value(config, "vocab_size", config_path)
     if len(vocab) != size:
@@ -112,13 +114,11 @@ def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[s
     specials = special_ids(config, config_path, vocab, tok_config)
     rows = nmt_rows(size, specials)
     table = pieces(vocab, rows)
-    notes: list[str] = []
     model_cfg = model_config(config, config_path, len(rows))
     weights_file, marian = read_weights(folder)
     weights = nmt_weights(marian, model_cfg, rows, weights_file, config_path)
     tokenizer = tokenizer_data(folder, table)
     search = search_defaults(folder, config, specials, notes)
-    languages = find_languages(folder, tok_config, src, tgt, notes)
     data = DataIdentity(*languages, len(rows), SENTENCEPIECE, digest(tokenizer))
     ckpt = Checkpoint(model_cfg, fine_tuning_config(model_cfg), data, tokenizer, weights, search=search)
     ckpt.build_model(weights_file)  # the weights fit the architecture
