@@ -838,6 +838,37 @@ def export_command(
     err.print(describe(result))
 
 
+import_app = typer.Typer(name="import", help="Import a model trained elsewhere as an nmt checkpoint: translate, "
+                         "score, serve, export and fine-tune it like one of nmt's own.", no_args_is_help=True,
+                         rich_markup_mode=None,
+                         epilog="Example: nmt import marian opus-mt-en-de --out opus-mt-en-de.pt")
+app.add_typer(import_app)
+
+
+@import_app.command("marian", epilog="Example: huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir "
+                                     "opus-mt-en-de && nmt import marian opus-mt-en-de --out opus-mt-en-de.pt")
+def import_marian_command(
+    folder: Annotated[Path, typer.Argument(help="A Hugging Face Marian (OPUS-MT) folder: config.json, the weights, "
+                                           "source.spm, target.spm, vocab.json.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="Checkpoint (.pt) to write.")],
+    src: Annotated[Optional[str], typer.Option("--src", help="Source language (default: the folder's "
+                                               "tokenizer_config.json, else its name, opus-mt-SRC-TGT).")] = None,
+    tgt: Annotated[Optional[str], typer.Option("--tgt", help="Target language (as --src).")] = None,
+) -> None:
+    """Import a Marian model (Helsinki-NLP's OPUS-MT) from a Hugging Face folder; needs no transformers."""
+    from nmt import checkpoint
+    from nmt.console import err
+    from nmt.files import check_output_file
+    from nmt.importers.marian import describe, import_marian
+
+    check_output_file(out, "--out")
+    imported = import_marian(folder, src, tgt)
+    checkpoint.save(out, imported.checkpoint)
+    for note in imported.notes:
+        err.print(note)
+    err.print(describe(imported, out))
+
+
 def main() -> None:
     """Entry point: run the app (its errors are rendered by ErrorBoundary)."""
     try:

@@ -332,9 +332,18 @@ class ModelConfig:
     activation_dropout: float = option(0.1, "Dropout after the feed-forward activation.", low=0.0, high=1.0,
                                        high_open=True)
     max_positions: int = option(1024, "Longest sequence (tokens) the model takes.", low=1, high=INT_MAX)
-    positions: Literal["sinusoidal", "learned"] = option("sinusoidal", "Position encoding: sinusoidal or learned.")
+    positions: Literal["sinusoidal", "sinusoidal-halves", "learned"] = option(
+        "sinusoidal", "Position encoding: sinusoidal (sines and cosines interleaved, as in the paper), "
+        "sinusoidal-halves (the sines, then the cosines: Marian, fairseq) or learned.")
     norm: Literal["pre", "post"] = option("pre", "LayerNorm before each sublayer (pre) or after the residual "
                                                  "(post, the paper's original placement).")
+    activation: Literal["relu", "gelu", "swish"] = option(
+        "relu", "Feed-forward activation: relu (the paper's), gelu (erf) or swish (x * sigmoid(x), also called "
+        "SiLU: OPUS-MT's).")
+    scale_embeddings: bool = option(True, "Scale token embeddings by sqrt(d_model) before adding positions.",
+                                    flag="--scale-embeddings/--no-scale-embeddings")
+    output_bias: bool = option(False, "A fixed (untrained) bias on the output logits: an imported model's "
+                               "(Marian's final_logits_bias).", cli=False)
 
     def validate(self) -> "ModelConfig":
         check_fields(self)

@@ -1,9 +1,10 @@
 """Export a checkpoint to another inference engine: CTranslate2 (https://github.com/OpenNMT/CTranslate2).
 
 The exported model computes what nmt computes: the same weights, nmt's own position table (sinusoidal
-or learned, written into the model rather than CTranslate2's built-in one), pre- or post-LayerNorm with
-the final LayerNorm of each pre-LN stack, embeddings scaled by sqrt(d_model), one embedding table for
-the encoder, the decoder and the output projection, and nmt's special tokens:
+in either layout, or learned, written into the model rather than CTranslate2's built-in one), pre- or
+post-LayerNorm with the final LayerNorm of each pre-LN stack, the feed-forward activation (relu, gelu or
+swish), embeddings scaled by sqrt(d_model) or not, one embedding table for the encoder, the decoder and
+the output projection (with an imported model's output bias), and nmt's special tokens:
 
     nmt id   CTranslate2 token   role
     0 PAD    <blank>             padding (never generated)
@@ -90,7 +91,8 @@ def ctranslate2_vocabulary(tokenizer: Tokenizer) -> list[str]:
 
 # The values of the architecture options that `_transformer_spec` maps. Any other value (an option added
 # to nmt's model later) would be converted into a model that computes something else, so it is refused.
-EXPORTABLE = {"norm": ("pre", "post"), "positions": ("sinusoidal", "learned")}
+EXPORTABLE = {"norm": ("pre", "post"), "positions": ("sinusoidal", "sinusoidal-halves", "learned"),
+              "activation": ("relu", "gelu", "swish")}
 
 
 def ctranslate2_converter(model_path: Path | str) -> Converter:
@@ -152,9 +154,10 @@ def _transformer_spec(model: Any) -> TransformerSpec:
 
     cfg = model.cfg
     pre = cfg.norm == "pre"
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,  # erf, as torch's
+                  "swish": common_spec.Activation.SWISH}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=pre,
-        activation=common_spec.Activation.RELU)
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=pre, activation=activation)
     spec.config.layer_norm_epsilon = model.encoder_norm.eps if pre else model.decoder[0].ffn_block.norm.eps
     spec.config.add_source_eos = True  # nmt's source is `pieces + [EOS]`
     spec.config.decoder_start_token = SPECIAL_TOKENS[BOS]
@@ -164,9 +167,11 @@ def _transformer_spec(model: Any) -> TransformerSpec:
     for stack in (spec.encoder, spec.decoder):
         emb = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
         emb.weight = embed
-        stack.scale_embeddings = True  # x * sqrt(d_model), then + positions
+        stack.scale_embeddings = cfg.scale_embeddings  # x * sqrt(d_model) (or x), then + positions
         stack.position_encodings.encodings = positions
-    spec.decoder.projection.weight = embed  # tied output projection, no bias
+    spec.decoder.projection.weight = embed  # tied output projection
+    if model.output_bias is not None:
+        spec.decoder.projection.bias = _np(model.output_bias)
     if pre:
         _norm(spec.encoder.layer_norm, model.encoder_norm)
         _norm(spec.decoder.layer_norm, model.decoder_norm)

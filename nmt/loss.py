@@ -87,15 +87,18 @@ class Workspace:
 
 
 class _ProjectedLoss(torch.autograd.Function):
-    """Output projection and label-smoothed loss in one: logits = hidden @ weight^T, then the loss of
+    """Output projection and label-smoothed loss in one: logits = hidden @ weight^T (+ a fixed bias), then the loss of
     `_LabelSmoothedCrossEntropy`, with the logits, log-probabilities and their gradient all in one
     (N, V) tensor of the workspace."""
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float,
-                workspace: Workspace) -> tuple[Tensor, Tensor]:
+                workspace: Workspace, bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
         logits, shared = workspace.take(hidden.size(0), weight.size(0), hidden)
-        torch.mm(hidden, weight.t(), out=logits)  # (N, V)
+        if bias is None:
+            torch.mm(hidden, weight.t(), out=logits)  # (N, V)
+        else:
+            torch.addmm(bias, hidden, weight.t(), out=logits)
         log_probs = torch.log_softmax(logits, -1, out=logits)
         loss, nll, real = _smoothed_sums(log_probs, target, epsilon)
         ctx.save_for_backward(hidden, weight, target, real)
@@ -112,15 +115,17 @@ class _ProjectedLoss(torch.autograd.Function):
         if ctx.shared:
             ctx.workspace.busy = False
         ctx.log_probs = None
-        return grad_hidden, grad_weight, None, None, None
+        return grad_hidden, grad_weight, None, None, None, None
 
 
 def projected_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float,
-                   workspace: Workspace) -> tuple[Tensor, Tensor]:
-    """`label_smoothed_loss(hidden @ weight^T, target, epsilon)` for fp32 hidden states (N, D) and output
-    weights (V, D), with the (N, V) intermediate in `workspace`. For training: the backward overwrites it."""
+                   workspace: Workspace, bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    """`label_smoothed_loss(hidden @ weight^T + bias, target, epsilon)` for fp32 hidden states (N, D) and output
+    weights (V, D) (and a fixed, untrained bias (V,)), with the (N, V) intermediate in `workspace`. For
+    training: the backward overwrites it."""
     if hidden.dtype != torch.float32 or weight.dtype != torch.float32:
         raise ValueError("projected_loss computes in float32; project and call label_smoothed_loss under autocast")
     if not torch.is_grad_enabled() or not (hidden.requires_grad or weight.requires_grad):
-        return label_smoothed_loss(hidden @ weight.t(), target, epsilon)  # no backward to come
-    return _ProjectedLoss.apply(hidden, weight, target, float(epsilon), workspace)
+        logits = hidden @ weight.t() if bias is None else torch.addmm(bias, hidden, weight.t())
+        return label_smoothed_loss(logits, target, epsilon)  # no backward to come
+    return _ProjectedLoss.apply(hidden, weight, target, float(epsilon), workspace, bias)

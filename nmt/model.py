@@ -37,6 +37,25 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     return table
 
 
+def sinusoidal_halves_table(n_positions: int, d_model: int) -> Tensor:
+    """The same frequencies in halves: PE[pos, i] = sin(pos / 10000^(2i/D)) for the first ceil(D/2) columns,
+    then PE[pos, ceil(D/2) + i] = cos(...) (Marian's layout, as transformers' MarianSinusoidalPositionalEmbedding
+    computes it: in float64, then rounded). (N, D)"""
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (N, 1)
+    angles = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (N, ceil(D/2))
+    return torch.cat([angles.sin(), angles[:, : d_model // 2].cos()], dim=1).float()
+
+
+POSITION_TABLES = {"sinusoidal": sinusoidal_table, "sinusoidal-halves": sinusoidal_halves_table}
+
+# The feed-forward activations, out of place (`decoder_layer` runs relu in place).
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+# An imported model's output bias lowers the ids that are never generated (PAD, BOS) by this much, so that their
+# logits leave the softmax's normaliser (exp(-10000) is 0 in any float format) while staying finite, as a checkpoint's
+# weights must be (and fp16 can hold it).
+NEVER_GENERATED_BIAS = -1e4
+
+
 class _Dropout(torch.autograd.Function):
     """Inverted dropout with the keep mask drawn by `torch.rand` (as torch's CUDA kernels do): on the CPU
     that is about twice as fast as `F.dropout`, whose per-element Bernoulli draws cost more than
@@ -132,16 +151,17 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise FFN(x) = W2 dropout(relu(W1 x))."""
+    """Position-wise FFN(x) = W2 dropout(act(W1 x)), act relu (the paper's), gelu or swish."""
 
-    def __init__(self, d_model: int, d_ff: int, activation_dropout: float):
+    def __init__(self, d_model: int, d_ff: int, activation_dropout: float, activation: str = "relu"):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
         self.dropout = Dropout(activation_dropout)
+        self.activation = activation
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+        return self.fc2(self.dropout(ACTIVATIONS[self.activation](self.fc1(x))))
 
 
 class Sublayer(nn.Module):
@@ -176,7 +196,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, pre)
         self.ffn_block = Sublayer(cfg.d_model, cfg.dropout, pre)
 
@@ -201,7 +221,7 @@ class DecoderLayer(nn.Module):
         pre = cfg.norm == "pre"
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout, cfg.activation)
         self.self_block = Sublayer(cfg.d_model, cfg.dropout, pre)
         self.cross_block = Sublayer(cfg.d_model, cfg.dropout, pre)
         self.ffn_block = Sublayer(cfg.d_model, cfg.dropout, pre)
@@ -224,6 +244,7 @@ class DecoderLayer(nn.Module):
             cross_out=function_of(ca.out_proj), cross_attention_dropout=ca.dropout if train else 0.0,
             cross_dropout=self.cross_block.dropout if train else None,
             ffn_norm=function_of(self.ffn_block.norm), fc1=function_of(ffn.fc1),
+            activation=None if ffn.activation == "relu" else ACTIVATIONS[ffn.activation],
             activation_dropout=ffn.dropout if train else None, fc2=function_of(ffn.fc2),
             ffn_dropout=self.ffn_block.dropout if train else None)
 
@@ -262,6 +283,7 @@ class DecoderParts(NamedTuple):
     cross_dropout: Optional[Fn]
     ffn_norm: Fn
     fc1: Fn
+    activation: Optional[Fn]  # None: relu, in place
     activation_dropout: Optional[Fn]
     fc2: Fn
     ffn_dropout: Optional[Fn]
@@ -309,7 +331,9 @@ def decoder_layer(p: DecoderParts, x: Tensor, memory_kv: tuple[Tensor, Tensor], 
         weights = softmax_weights(q, k, src_mask).view(n, H, B // n, T, S).transpose(1, 2).reshape(B, H, T, S)
 
     h = p.ffn_norm(x) if p.pre_norm else x
-    h = torch.relu_(p.fc1(h))  # (B * T, d_ff); in place: one buffer less per call (the gradient is the same)
+    h = p.fc1(h)  # (B * T, d_ff)
+    # relu in place: one buffer less per call (its gradient needs only the output); gelu and swish need their input
+    h = torch.relu_(h) if p.activation is None else p.activation(h)
     if p.activation_dropout is not None:
         h = p.activation_dropout(h)
     x = residual(p.pre_norm, p.ffn_norm, p.ffn_dropout, x, p.fc2(h))
@@ -333,7 +357,13 @@ class Transformer(nn.Module):
             self.pos_embed: Optional[nn.Embedding] = nn.Embedding(cfg.max_positions, cfg.d_model)
         else:
             self.pos_embed = None
-            self.register_buffer("pos_table", sinusoidal_table(cfg.max_positions, cfg.d_model), persistent=False)
+            table = POSITION_TABLES[cfg.positions](cfg.max_positions, cfg.d_model)
+            self.register_buffer("pos_table", table, persistent=False)
+        self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
+        # A fixed vector added to the logits (an imported Marian model's final_logits_bias): a buffer, not
+        # trained, as transformers keeps it.
+        self.output_bias: Optional[Tensor]
+        self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
         self.dropout = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -360,11 +390,12 @@ class Transformer(nn.Module):
     # -- pieces -------------------------------------------------------------------------------
 
     def embed_tokens(self, tokens: Tensor, start: int = 0) -> Tensor:
-        """Scaled token embeddings plus positions start..start+L-1. tokens (B, L) -> (B, L, D)"""
+        """Token embeddings (scaled by sqrt(D) unless the config says not) plus positions start..start+L-1.
+        tokens (B, L) -> (B, L, D)"""
         L = tokens.size(1)
         if start + L > self.cfg.max_positions:
             raise ValueError(f"sequence of {start + L} tokens exceeds max_positions {self.cfg.max_positions}")
-        x = self.embed(tokens) * math.sqrt(self.cfg.d_model)  # (B, L, D)
+        x = self.embed(tokens) * self.embed_scale  # (B, L, D)
         if self.pos_embed is not None:
             x = x + self.pos_embed.weight[start : start + L]
         else:
@@ -384,10 +415,11 @@ class Transformer(nn.Module):
         return [layer.cross_attn.project_kv(memory) for layer in self.decoder]
 
     def output_logits(self, x: Tensor) -> Tensor:
-        """Decoder states (B, T, D) -> logits (B, T, V) through the shared embedding matrix."""
+        """Decoder states (B, T, D) -> logits (B, T, V) through the shared embedding matrix (plus the output
+        bias, if the model has one)."""
         if self.output_proj is not None:
             return self.output_proj(self.decoder_norm(x))
-        return F.linear(self.decoder_norm(x), self.embed.weight)
+        return F.linear(self.decoder_norm(x), self.embed.weight, self.output_bias)
 
     def use_output_projection(self) -> None:
         """Compute the output logits with an `nn.Linear` sharing the embedding table, for inference.
@@ -400,6 +432,8 @@ class Transformer(nn.Module):
         proj = nn.Linear(self.cfg.d_model, self.cfg.vocab_size, bias=False, device=self.embed.weight.device,
                          dtype=self.embed.weight.dtype)
         proj.weight = self.embed.weight  # shared, not copied
+        if self.output_bias is not None:
+            proj.bias = nn.Parameter(self.output_bias, requires_grad=False)  # shared too
         self.output_proj = proj
 
     def fuse_qkv(self) -> None:

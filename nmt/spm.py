@@ -4,7 +4,9 @@
 ids (pad 0, unk 1, bos 2, eos 3, see nmt/vocab.py). `SentencePieceTokenizer` is an
 `nmt.tokenizer.Tokenizer` over such a model, or over two models, one per side, that share one
 vocabulary through a table of pieces (OPUS-MT/Marian ships `source.spm`, `target.spm` and a
-`vocab.json`): then a side's pieces become nmt ids through the table, whatever ids its own model gives them.
+`vocab.json`): then a side's pieces become nmt ids through the table, whatever ids its own model gives them,
+and back, as transformers' MarianTokenizer does: a piece its model does not know (say a character the
+source model never saw, or a target piece of the source model's) is looked up by its text, and decodes to it.
 
 SentencePiece normalises text (NFKC, runs of spaces to one), so decoding gives the normalised text.
 Subword regularisation is SentencePiece's sampling, seeded: see `SentencePieceTokenizer.encode`.
@@ -73,9 +75,7 @@ class SentencePieceTokenizer:
         source_model = _load(source, name)
         target_model = source_model if target is None else _load(target, name, "SentencePiece target model")
         self._models = {"source": source_model, "target": target_model}
-        # Per side, with a table: the nmt id of each of the model's ids, and the model's id of each nmt id.
-        self._to_nmt: dict[str, list[int]] = {}
-        self._from_nmt: dict[str, np.ndarray] = {}
+        self._index: dict[str, int] = {}  # with a table: the nmt id of each piece
         if pieces is None:
             if target is not None:
                 raise InputError(f"{name}: separate source and target models need a table of pieces (a shared "
@@ -85,13 +85,7 @@ class SentencePieceTokenizer:
         else:
             _check_table(pieces, name)
             self.vocab_size = len(pieces)
-            index = {p: i for i, p in enumerate(pieces)}
-            for side, model in self._models.items():
-                own = model.id_to_piece(list(range(model.get_piece_size())))
-                self._to_nmt[side] = [UNK if i == model.unk_id() else index.get(p, UNK) for i, p in enumerate(own)]
-                back = np.array([model.piece_to_id(p) for p in pieces], dtype=np.int64)  # unknown: its unk id
-                back[UNK] = model.unk_id()
-                self._from_nmt[side] = back
+            self._index = {p: i for i, p in enumerate(pieces)}
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SentencePieceTokenizer":
@@ -124,26 +118,35 @@ class SentencePieceTokenizer:
         model = self._model(side)
         check_range("dropout", dropout, 0.0, 1.0, high_open=True)
         lines = list(lines)
+        # With a table, as pieces (an unknown stretch of text comes as itself, not as the unk piece), looked up in it.
+        out_type = str if self.table is not None else int
         if dropout == 0.0:
-            ids = model.encode(lines, num_threads=threads if threads > 0 else (os.cpu_count() or 1))
+            threads = threads if threads > 0 else (os.cpu_count() or 1)
+            found = model.encode(lines, out_type=out_type, num_threads=threads)
         else:
             # Each call's workers start their generators from the seed (a second call without a new seed
             # repeats the first), and one worker draws for the lines in their order.
             spm.set_random_generator_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
-            ids = model.encode(lines, enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1)
-        to_nmt = self._to_nmt.get(side)
-        return ids if to_nmt is None else [[to_nmt[i] for i in seq] for seq in ids]
+            found = model.encode(lines, out_type=out_type, enable_sampling=True, alpha=dropout, nbest_size=-1,
+                                 num_threads=1)
+        if self.table is None:
+            return found
+        index = self._index
+        return [[index.get(p, UNK) for p in seq] for seq in found]
 
     def decode(self, ids: Iterable[Sequence[int]], side: str = "target") -> list[str]:
-        """Text of each id sequence: stops at the first EOS and skips PAD and BOS (UNK reads " ⁇ ")."""
+        """Text of each id sequence: stops at the first EOS and skips PAD and BOS (UNK reads " ⁇ ").
+
+        With a table, the pieces are decoded as text: one the side's model does not know reads as itself
+        (its "▁" as a space), as SentencePiece's own decode_pieces and transformers' MarianTokenizer have it."""
         model = self._model(side)
         cut = [cut_at_eos(seq) for seq in ids]
         if not cut:
             return []
-        from_nmt = self._from_nmt.get(side)
-        if from_nmt is not None:
-            cut = [from_nmt[seq].tolist() if seq else [] for seq in cut]
-        return model.decode(cut)
+        if self.table is None:
+            return model.decode(cut)
+        table = self.table
+        return [model.decode_pieces([table[i] for i in seq]).replace("\u2581", " ").strip() for seq in cut]
 
     def vocab(self) -> list[str]:
         """Every piece, by nmt id."""

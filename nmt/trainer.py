@@ -28,7 +28,7 @@ from torch import Tensor
 from nmt import checkpoint
 from nmt.checkpoint import TrainState
 from nmt.batching import collate, group_updates, make_batches, shard
-from nmt.config import ModelConfig, TrainConfig, to_toml
+from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, to_toml
 from nmt.dataset import ParallelDataset, data_identity, read_tokenizer
 from nmt.device import autocast, make_scaler, precision_warning, resolve_precision
 from nmt.distributed import Comm, StopSignal
@@ -201,6 +201,7 @@ class Trainer:
         self.scaler = make_scaler(self.precision == "fp16", device.type)
         self.workspace = Workspace()  # the (N, V) logits of the fused loss, reused batch after batch
         self.state = TrainState()
+        self.search: Overrides[SearchConfig] = Overrides(SearchConfig)  # translate's defaults (an imported model's)
         self.session = Session(started=time.monotonic())
         self.metrics: Optional[Metrics] = None
         # This epoch's data (the store, or its resegmentation), batches and update groups.
@@ -216,7 +217,7 @@ class Trainer:
         checkpoint.load_optimizer(self.optimizer, ckpt.resumable.optimizer, path)
         if ckpt.resumable.scaler and self.scaler.is_enabled():  # a disabled scaler saves {}
             self.scaler.load_state_dict(ckpt.resumable.scaler)
-        self.state = ckpt.state
+        self.state, self.search = ckpt.state, ckpt.search
         self.restore_rng(ckpt.resumable.rng)
         best = self.out_dir / checkpoint.BEST_NAME
         self.session = Session(started=time.monotonic() - self.state.elapsed, saved_at=self.state.updates,
@@ -228,6 +229,7 @@ class Trainer:
         ckpt = checkpoint.load(path, map_location=self.device)
         checkpoint.check_weights(ckpt.weights, path)
         checkpoint.load_weights(self.module, ckpt.weights, path)
+        self.search = ckpt.search  # an imported model's search defaults go on with it
         taken = ["weights"]
         if not self.cfg.reset_optimizer:
             if ckpt.resumable is None:
@@ -267,7 +269,7 @@ class Trainer:
         return checkpoint.Checkpoint(
             self.model_cfg, self.cfg, self.identity, self.tokenizer.to_data(), self.module.state_dict(),
             dataclasses.replace(self.state),
-            checkpoint.Resumable(self.optimizer.state_dict(), self.scaler.state_dict(), rngs))
+            checkpoint.Resumable(self.optimizer.state_dict(), self.scaler.state_dict(), rngs), self.search)
 
     def save(self, best: bool = False) -> Path:
         """A step checkpoint (or checkpoint_best.pt); every rank must call it, rank 0 writes."""
@@ -354,11 +356,11 @@ class Trainer:
     def loss(self, hidden: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
         """Summed label-smoothed loss and NLL of decoder states (N, D) against targets (N,), through the
         tied output projection: fused with it in fp32, under autocast otherwise."""
-        weight, eps = self.module.embed.weight, self.cfg.label_smoothing
+        weight, bias, eps = self.module.embed.weight, self.module.output_bias, self.cfg.label_smoothing
         if self.precision == "fp32":
-            return projected_loss(hidden, weight, target, eps, self.workspace)
+            return projected_loss(hidden, weight, target, eps, self.workspace, bias)
         with self.autocast():
-            logits = torch.nn.functional.linear(hidden, weight)  # (N, V)
+            logits = torch.nn.functional.linear(hidden, weight, bias)  # (N, V)
         return label_smoothed_loss(logits, target, eps)
 
     def normalise_gradients(self, all_tokens: int) -> float:

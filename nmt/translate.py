@@ -40,11 +40,11 @@ class Translator:
     """
 
     def __init__(self, model_path: Path | Sequence[Path],
-                 search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(), device: str = "cpu",
+                 search_cfg: SearchConfig | Overrides[SearchConfig] = Overrides(SearchConfig), device: str = "cpu",
                  max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
                  precision: Precision | str = Precision.FP32):
-        """`search_cfg`: the search, or the options given (Overrides) over the model's own defaults (an
-        imported model brings some) and nmt's."""
+        """`search_cfg`: the search, or the options given (Overrides; default: none) over the model's own
+        defaults (an imported model brings some) and nmt's."""
         check_range("--max-tokens", max_tokens, 1, INT_MAX)
         check_range("--batch-size", max_sentences, 1, INT_MAX)
         self.device = torch.device(device)

@@ -189,10 +189,26 @@ def test_type_checking_imports_are_seen_by_the_cycle_check_only():
     assert "nmt.dataset" not in graph(type_checking=False)["nmt.batching"]
 
 
-@pytest.mark.parametrize("library, module", [("youtokentome", "nmt.bpe"), ("sentencepiece", "nmt.spm")])
+@pytest.mark.parametrize("library, module", [("youtokentome", "nmt.bpe"), ("sentencepiece", "nmt.spm"),
+                                             ("safetensors", "nmt.importers.marian")])
 def test_each_tokenizer_library_is_imported_by_one_module(library, module):
     users = {name for name, p in sources().items() if any(m.split(".")[0] == library for m in imports_of(p))}
     assert users == {module}
+
+
+def test_no_module_needs_transformers():
+    """An imported model is read with plain libraries; transformers is for the tests and benchmarks only."""
+    assert not [name for name, p in sources().items() if any(m.split(".")[0] == "transformers" for m in imports_of(p))]
+
+
+def test_importers_reach_neither_training_nor_translation_nor_the_command_line():
+    """An importer turns files into a Checkpoint: it needs the model, the tokenizer and the checkpoint only."""
+    g = graph(type_checking=False)
+    importers = [m for m in g if m == "nmt.importers" or m.startswith("nmt.importers.")]
+    assert "nmt.importers.marian" in importers
+    for module in importers:
+        assert not reachable(g, module) & {"nmt.train", "nmt.trainer", "nmt.translate", "nmt.search", "nmt.cli",
+                                           "nmt.serve", "nmt.dataset", "nmt.export"}, module
 
 
 def download_package() -> list[str]:

@@ -56,29 +56,36 @@ def test_label_smoothing_gradient_matches_autograd(eps, weights):
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_projected_loss_equals_projection_then_loss(eps):
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_projected_loss_equals_projection_then_loss(eps, with_bias):
     """Fused projection + loss: the same loss, NLL and gradients (hidden and weight) as F.linear followed
-    by label_smoothed_loss (which computes in float32, hence the tolerance)."""
+    by label_smoothed_loss (which computes in float32, hence the tolerance); with a fixed output bias (an
+    imported model's, never trained) too."""
     torch.manual_seed(2)
     hidden, weight = torch.randn(11, 5, dtype=torch.float64), torch.randn(8, 5, dtype=torch.float64)
+    bias = torch.randn(8, dtype=torch.float64) * 3 if with_bias else None
     target = torch.randint(1, 8, (11,))
     target[[0, 6]] = PAD
     ref_h, ref_w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
-    ref_loss, ref_nll = label_smoothed_loss(F.linear(ref_h, ref_w), target, eps)
+    ref_loss, ref_nll = label_smoothed_loss(F.linear(ref_h, ref_w, bias), target, eps)
     (ref_loss + 0.5 * ref_nll).backward()
     h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
-    loss, nll = _fused(h, w, target, eps, Workspace())
+    loss, nll = _fused(h, w, target, eps, Workspace(), bias)
     (loss + 0.5 * nll).backward()
     assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
     assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-6)
     assert torch.allclose(h.grad, ref_h.grad, atol=1e-5) and torch.allclose(w.grad, ref_w.grad, atol=1e-5)
+    if with_bias:  # and without a backward (validation), the same numbers
+        with torch.no_grad():
+            plain = projected_loss(hidden.float(), weight.float(), target, eps, Workspace(), bias.float())
+        assert plain[0].item() == pytest.approx(ref_loss.item(), rel=1e-5)
 
 
-def _fused(h, w, target, eps, workspace):
+def _fused(h, w, target, eps, workspace, bias=None):
     """projected_loss in float64 (the public function insists on float32, the training precision)."""
     from nmt.loss import _ProjectedLoss
 
-    return _ProjectedLoss.apply(h, w, target, eps, workspace)
+    return _ProjectedLoss.apply(h, w, target, eps, workspace, bias)
 
 
 def test_projected_loss_reuses_its_workspace_and_never_shares_it():

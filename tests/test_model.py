@@ -8,7 +8,10 @@ import torch
 from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig, PRESETS, TrainConfig, from_dict, from_preset, to_dict
 from nmt.errors import ConfigError
-from nmt.model import Dropout, KVCache, Sublayer, Transformer, count_parameters, sinusoidal_table
+import torch.nn.functional as F
+
+from nmt.model import (Dropout, KVCache, Sublayer, Transformer, count_parameters, sinusoidal_halves_table,
+                       sinusoidal_table)
 
 V, D, H, FF, P = 13, 16, 4, 24, 32  # tiny: vocabulary, d_model, heads, d_ff, max_positions
 NORMS = ["pre", "post"]
@@ -587,3 +590,121 @@ def test_cross_attention_weights_with_a_shared_source(norm):
     for a, b in zip(shared, copied):
         assert a.shape == (4, H, 3, 4)
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+# -- the switches an imported (Marian) model needs ----------------------------------------------------
+# Each defaults to what nmt always did, so nmt's own checkpoints load and compute as before.
+
+
+def test_the_switches_default_to_the_paper_model():
+    cfg = ModelConfig()
+    assert (cfg.positions, cfg.activation, cfg.scale_embeddings, cfg.output_bias) == ("sinusoidal", "relu", True, False)
+    assert "output_bias" not in tiny().state_dict()  # checkpoints of before load as they are
+    assert from_dict(ModelConfig, {k: v for k, v in to_dict(cfg).items()
+                                   if k not in ("activation", "scale_embeddings", "output_bias")}) == cfg
+
+
+@pytest.mark.parametrize("d_model, pos, dim, expected", [
+    (8, 0, 0, 0.0), (8, 0, 4, 1.0),  # sin 0 in the first half, cos 0 in the second
+    (8, 1, 0, math.sin(1.0)), (8, 1, 4, math.cos(1.0)),  # i = 0: frequency 1
+    (8, 1, 1, math.sin(1.0 / 10000 ** (2 / 8))), (8, 1, 5, math.cos(1.0 / 10000 ** (2 / 8))),
+    (8, 7, 3, math.sin(7.0 / 10000 ** (6 / 8))), (8, 7, 7, math.cos(7.0 / 10000 ** (6 / 8))),
+    (4, 30, 1, math.sin(30.0 / 100.0)), (4, 30, 3, math.cos(0.3)),
+    # odd d_model: ceil(D/2) sines, then floor(D/2) cosines (transformers' layout)
+    (5, 2, 2, math.sin(2.0 / 10000 ** (4 / 5))), (5, 2, 3, math.cos(2.0)), (5, 2, 4, math.cos(2.0 / 10000 ** (2 / 5))),
+])
+def test_sinusoidal_halves_table_values(d_model, pos, dim, expected):
+    table = sinusoidal_halves_table(32, d_model)
+    assert table.shape == (32, d_model) and table.dtype == torch.float32
+    assert table[pos, dim].item() == pytest.approx(expected, abs=1e-7)
+
+
+def test_sinusoidal_halves_is_the_interleaved_table_rearranged():
+    a, b = sinusoidal_table(64, 16), sinusoidal_halves_table(64, 16)
+    torch.testing.assert_close(torch.cat([a[:, 0::2], a[:, 1::2]], dim=1), b, atol=2e-5, rtol=0)
+    assert tiny(positions="sinusoidal-halves").pos_table.equal(sinusoidal_halves_table(P, D))
+
+
+ACTIVATION_FORMULAS = [
+    ("relu", lambda x: x.clamp(min=0)),
+    ("gelu", lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))),
+    ("swish", lambda x: x * torch.sigmoid(x)),
+]
+
+
+@pytest.mark.parametrize("activation, fn", ACTIVATION_FORMULAS)
+def test_feed_forward_activation(activation, fn):
+    ffn = tiny(activation=activation).encoder[0].ffn
+    x = torch.randn(3, D)
+    with torch.no_grad():
+        expected = F.linear(fn(F.linear(x, ffn.fc1.weight, ffn.fc1.bias)), ffn.fc2.weight, ffn.fc2.bias)
+        torch.testing.assert_close(ffn(x), expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("activation, fn", ACTIVATION_FORMULAS)
+def test_decoder_layer_by_hand(activation, fn):
+    """`decoder_layer` (post-LN, Marian's placement) against the layer written out from its modules."""
+    model = tiny("post", activation=activation)
+    layer = model.decoder[0]
+    x, memory = torch.randn(2, 5, D), torch.randn(2, 4, D)
+    mask = torch.tensor([[True] * 4, [True, True, False, False]])[:, None, None, :]
+
+    def attend(att, q_in, kv_in, **kw):
+        q, k, v = (split(m(t)) for m, t in ((att.q_proj, q_in), (att.k_proj, kv_in), (att.v_proj, kv_in)))
+        return att.out_proj(F.scaled_dot_product_attention(q, k, v, **kw).transpose(1, 2).reshape(x.shape[0], -1, D))
+
+    def split(t):
+        return t.view(t.shape[0], t.shape[1], H, D // H).transpose(1, 2)
+
+    with torch.no_grad():
+        h = layer.self_block.norm(x + attend(layer.self_attn, x, x, is_causal=True))
+        h = layer.cross_block.norm(h + attend(layer.cross_attn, h, memory, attn_mask=mask))
+        h = layer.ffn_block.norm(h + layer.ffn.fc2(fn(layer.ffn.fc1(h))))
+        out = layer(x, layer.cross_attn.project_kv(memory), mask).x
+    torch.testing.assert_close(out, h, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("activation", ["gelu", "swish"])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_step_equals_full_recomputation_with_other_activations(activation, use_cache):
+    """Training's forward, the uncached and the cached step compute the same activation: different ones
+    give different numbers, the same within 1e-5."""
+    model, relu = tiny(activation=activation), tiny()
+    with torch.no_grad():
+        full = model(SRC, TGT).log_softmax(-1)
+        assert not torch.allclose(full, relu(SRC, TGT).log_softmax(-1), atol=1e-3)
+        state = model.start_decoding(SRC, use_cache=use_cache)
+        for t in range(TGT.size(1)):
+            torch.testing.assert_close(model.step(TGT[:, t], state), full[:, t], atol=1e-5, rtol=0)
+
+
+def test_training_with_swish_has_gradients():
+    model = tiny(activation="swish").train()
+    model(SRC, TGT).sum().backward()
+    assert model.decoder[0].ffn.fc1.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("positions", POSITIONS + ["sinusoidal-halves"])
+def test_embeddings_unscaled(positions):
+    model = tiny(positions=positions, scale_embeddings=False)
+    tokens = batch([4, 5, 6], [8, PAD, PAD])
+    with torch.no_grad():
+        out = model.embed_tokens(tokens, start=2)
+    pos = model.pos_embed.weight if positions == "learned" else model.pos_table
+    torch.testing.assert_close(out, (model.embed.weight[tokens] + pos[2:5]).detach(), atol=1e-6, rtol=0)
+
+
+def test_output_bias_is_added_to_the_logits_and_not_trained():
+    model = tiny(output_bias=True)
+    assert model.output_bias.shape == (V,) and model.output_bias.abs().sum() == 0
+    assert "output_bias" in model.state_dict() and "output_bias" not in dict(model.named_parameters())
+    with torch.no_grad():
+        model.output_bias.copy_(torch.arange(V, dtype=torch.float32))
+        hidden = model(SRC, TGT, project=False)
+        logits = model(SRC, TGT)
+    torch.testing.assert_close(logits, F.linear(hidden, model.embed.weight) + torch.arange(V), atol=1e-5, rtol=0)
+    # the inference projection (and so int8) carries it too, sharing the buffer
+    model.use_output_projection()
+    with torch.no_grad():
+        torch.testing.assert_close(model(SRC, TGT), logits, atol=1e-5, rtol=0)
+    assert model.output_proj.bias.data_ptr() == model.output_bias.data_ptr()

@@ -227,10 +227,21 @@ def test_two_models_share_the_table(two_models, corpus):
     own = SentencePieceTokenizer(two_models.source_bytes)  # the source model alone, with its own ids
     assert [two_models.pieces(s) for s in src] == [own.pieces(s) for s in own.encode(lower[:30])]
     assert src != own.encode(lower[:30])  # the table's ids, not the model's
-    # A piece the target model lacks reads as unknown on the target side.
+    # A piece the target model lacks reads as its text on the target side too (as transformers' MarianTokenizer
+    # and SentencePiece's decode_pieces have it), not as unknown.
     only_source = next(i for i, p in enumerate(table) if i > EOS and p.islower() and len(p) > 3)
-    assert two_models.decode([[only_source]], side="target") == [" ⁇ "]
-    assert two_models.decode([[only_source]], side="source") == [table[only_source].replace("▁", " ").strip()]
+    for side in ("source", "target"):
+        assert two_models.decode([[only_source]], side=side) == [table[only_source].replace("▁", " ").strip()]
+
+
+def test_two_models_look_up_unknown_text_in_the_table(two_models):
+    """Text the side's model cannot segment (a character it never saw) comes out as itself and is looked up in
+    the table by its text, as transformers' MarianTokenizer does: a piece of the other side's model is found."""
+    table = two_models.vocab()
+    upper = next(p for p in table if len(p) == 1 and p.isupper())  # a piece of the upper-case target model only
+    ids = two_models.encode([f"a {upper} a"], side="source")[0]
+    assert table.index(upper) in ids and UNK not in ids
+    assert two_models.encode(["a \u2603 a"], side="source")[0].count(UNK) == 1  # in neither: unknown
 
 
 def test_two_models_sample_too(two_models, corpus):

@@ -1,0 +1,458 @@
+"""Import a Hugging Face Marian folder (an OPUS-MT model of Helsinki-NLP) as a self-contained nmt checkpoint.
+
+The folder, as `huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir DIR` leaves it:
+
+    config.json               the architecture (model_type "marian") and the special ids
+    model.safetensors         the weights (or pytorch_model.bin: older folders)
+    source.spm, target.spm    SentencePiece models of each side
+    vocab.json                the one vocabulary both sides share: piece -> Marian id
+    tokenizer_config.json     the languages (optional)
+    generation_config.json    the search defaults (optional; else config.json's)
+
+Read with json, torch (`weights_only`), safetensors and SentencePiece (through nmt.spm): transformers is
+not needed. The model is nmt's Transformer with Marian's switches (`ModelConfig`): post-LayerNorm, the
+feed-forward activation of config.json (swish for OPUS-MT), sinusoidal positions in halves (the sines,
+then the cosines), embeddings scaled by sqrt(d_model) or not, and the output bias (final_logits_bias).
+
+nmt's special ids are fixed (PAD 0, UNK 1, BOS 2, EOS 3: nmt/vocab.py); Marian's are eos 0, unk 1 and pad
+last, and its decoder starts from pad. The import renumbers the vocabulary, permuting the rows of the
+embedding table and of the output bias:
+
+    nmt id   Marian row            output bias
+    0 PAD    pad                   Marian's - 10000
+    1 UNK    unk                   Marian's
+    2 BOS    decoder start (pad)   Marian's - 10000
+    3 EOS    eos                   Marian's
+    4 ...    every other id, in order
+
+PAD and BOS stand for one Marian row (the decoder starts from BOS, so from the pad row, as in Marian).
+Neither is ever generated (nmt's search never emits them), and the lowered bias keeps them out of the
+softmax's normaliser: the log-probabilities are those of Marian, and of transformers' generate with the
+`bad_words_ids` and `renormalize_logits` that OPUS-MT's generation configs set (its pad logit, often the
+largest, leaves the softmax).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from nmt.checkpoint import Checkpoint
+from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, names_as_fields
+from nmt.errors import ConfigError, InputError
+from nmt.identity import DataIdentity
+from nmt.model import NEVER_GENERATED_BIAS, Transformer
+from nmt.tokenizer import SENTENCEPIECE, digest, load_tokenizer
+from nmt.vocab import BOS, EOS, PAD, UNK
+
+KIND = "marian"
+GET_ONE = ("download one with `huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir opus-mt-en-de` "
+           "(or git clone https://huggingface.co/Helsinki-NLP/opus-mt-en-de)")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}  # transformers' name -> nmt's
+LANGUAGE = re.compile(r"[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*")
+TARGET_LANGUAGE_TOKEN = re.compile(r"^>>.+<<$")
+FOLDER_LANGUAGES = re.compile(r"(?:^|[-_])([a-z]{2,3})-([a-z]{2,3})$")  # opus-mt-en-de, opus-mt-tc-big-en-fr
+
+# nmt's part of each Marian layer part (the same parameter names below them: weight, bias).
+ENCODER_PARTS = {"self_attn.q_proj": "self_attn.q_proj", "self_attn.k_proj": "self_attn.k_proj",
+                 "self_attn.v_proj": "self_attn.v_proj", "self_attn.out_proj": "self_attn.out_proj",
+                 "self_attn_layer_norm": "attn_block.norm", "fc1": "ffn.fc1", "fc2": "ffn.fc2",
+                 "final_layer_norm": "ffn_block.norm"}
+DECODER_PARTS = {**{k: v for k, v in ENCODER_PARTS.items() if k != "self_attn_layer_norm"},
+                 "self_attn_layer_norm": "self_block.norm",
+                 **{f"encoder_attn.{p}_proj": f"cross_attn.{p}_proj" for p in ("q", "k", "v", "out")},
+                 "encoder_attn_layer_norm": "cross_block.norm"}
+# The names the shared embedding table goes by (transformers saves the tied ones once or several times).
+EMBEDDINGS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
+IGNORED = re.compile(r"^(encoder|decoder)\.embed_positions\.weight$")  # sinusoids, recomputed
+
+# Fine-tuning defaults stored with an imported model (`nmt train --init-from` starts from them; options win).
+# OPUS-MT models were trained by Marian at 3e-4 with an inverse-square-root decay after 16k warmup updates, so
+# they end near 5e-5 after the few hundred thousand updates such a model trains for; fine-tuning continues at
+# about that rate (a rate the size of a new model's would overwrite what the model knows, on little data),
+# after a short warmup for Adam's fresh moments. See docs/pretrained.md.
+FINE_TUNING_PEAK_LR = 5e-5
+FINE_TUNING = dict(warmup=200, label_smoothing=0.1, max_tokens=4096, update_tokens=8192, max_updates=2000,
+                   save_interval=200, valid_interval=200, keep_last=5, valid_bleu_sentences=500, patience=3)
+
+
+@dataclass
+class Imported:
+    """An imported model: the checkpoint, and what the import decided that the user should know."""
+
+    checkpoint: Checkpoint
+    folder: Path
+    weights_file: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[str] = None) -> Imported:
+    """The Marian folder `folder` as an nmt checkpoint (not written: `nmt.checkpoint.save` it). `src`, `tgt`:
+    the languages (default: tokenizer_config.json's, else the folder's name, opus-mt-SRC-TGT)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise InputError(f"{folder}: {what}; `nmt import marian` reads a model's folder: {GET_ONE}")
+    config_path = folder / "config.json"
+    config = read_json(config_path)
+    check_marian(config, config_path)
+    tok_config = read_json(folder / "tokenizer_config.json", required=False)
+    notes: list[str] = []
+    languages = find_languages(folder, tok_config, src, tgt, notes)
+    vocab = read_vocab(folder, tok_config)
+    size = int_value(config, "vocab_size", config_path)
+    if len(vocab) != size:
+        raise InputError(f"{folder / 'vocab.json'}: {len(vocab)} pieces, but config.json's vocab_size is {size}; "
+                         "the folder mixes files of two models: download it again")
+    specials = special_ids(config, config_path, vocab, tok_config)
+    rows = nmt_rows(size, specials)
+    table = pieces(vocab, rows)
+    model_cfg = model_config(config, config_path, len(rows))
+    weights_file, marian = read_weights(folder)
+    weights = nmt_weights(marian, model_cfg, rows, weights_file, config_path)
+    tokenizer = tokenizer_data(folder, table)
+    search = search_defaults(folder, config, specials, notes)
+    data = DataIdentity(*languages, len(rows), SENTENCEPIECE, digest(tokenizer))
+    ckpt = Checkpoint(model_cfg, fine_tuning_config(model_cfg), data, tokenizer, weights, search=search)
+    ckpt.build_model(weights_file)  # the weights fit the architecture
+    return Imported(ckpt, folder, weights_file, notes)
+
+
+def describe(imported: Imported, out: Path) -> str:
+    """One line on what was written."""
+    cfg, ckpt = imported.checkpoint.model_config, imported.checkpoint
+    params = sum(t.numel() for name, t in ckpt.weights.items() if name != "output_bias")
+    return (f"imported {imported.folder} ({ckpt.data.direction}, {cfg.encoder_layers}+{cfg.decoder_layers} layers, "
+            f"d_model {cfg.d_model}, {cfg.activation}, {params / 1e6:.1f}M parameters, {cfg.vocab_size:,} tokens) "
+            f"into {out}")
+
+
+# -- the files -------------------------------------------------------------------------------------
+
+
+def read_json(path: Path, required: bool = True) -> dict:
+    """A JSON object from `path` ({} for a missing optional file); InputError naming the file otherwise."""
+    if not path.is_file():
+        if not required:
+            return {}
+        raise InputError(f"{path}: no such file; a Marian (OPUS-MT) folder has config.json, the weights, "
+                         f"source.spm, target.spm and vocab.json: {GET_ONE}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: not valid JSON ({e}); download the folder again") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a JSON object; download the folder again")
+    return data
+
+
+def check_marian(config: dict, path: Path) -> None:
+    model_type = config.get("model_type")
+    if model_type != "marian":
+        what = f"a {model_type!r} model" if model_type else "a config without model_type"
+        raise InputError(f"{path}: {what}, not Marian; `nmt import marian` reads Marian (OPUS-MT) models only")
+    for key in ("share_encoder_decoder_embeddings", "tie_word_embeddings"):
+        if config.get(key, True) is not True:
+            raise InputError(f"{path}: {key} is false: a Marian model with separate embedding tables, which "
+                             "nmt (one table for both sides and the output) cannot import yet")
+    vocab, decoder_vocab = config.get("vocab_size"), config.get("decoder_vocab_size")
+    if decoder_vocab is not None and decoder_vocab != vocab:
+        raise InputError(f"{path}: decoder_vocab_size {decoder_vocab} differs from vocab_size {vocab}: separate "
+                         "vocabularies, which nmt cannot import yet")
+
+
+def int_value(config: dict, key: str, path: Path, default: Optional[int] = None) -> int:
+    value = config.get(key, default)
+    if isinstance(value, list) and len(value) == 1:  # eos_token_id may be a list of one
+        value = value[0]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InputError(f"{path}: {key} is {value!r}, not a whole number; download the folder again")
+    return value
+
+
+def float_value(config: dict, key: str, path: Path, default: float) -> float:
+    value = config.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise InputError(f"{path}: {key} is {value!r}, not a number; download the folder again")
+    return float(value)
+
+
+def read_vocab(folder: Path, tok_config: dict) -> dict[str, int]:
+    """vocab.json: each piece's Marian id, the ids 0..V-1 each once; one vocabulary for both sides."""
+    for name in ("source.spm", "target.spm"):
+        if not (folder / name).is_file():
+            raise InputError(f"{folder / name}: no such file; nmt imports Marian models whose tokenizer is "
+                             f"SentencePiece (source.spm and target.spm), as OPUS-MT's are: {GET_ONE}")
+    if tok_config.get("separate_vocabs") or (folder / "target_vocab.json").is_file():
+        raise InputError(f"{folder / 'target_vocab.json'}: separate source and target vocabularies "
+                         "(separate_vocabs), which nmt cannot import yet")
+    path = folder / "vocab.json"
+    vocab = read_json(path)
+    ids = list(vocab.values())
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids) or sorted(ids) != list(range(len(ids))):
+        raise InputError(f"{path}: not a table of pieces to the ids 0..{len(ids) - 1}, each once; download the "
+                         "folder again")
+    codes = [p for p in vocab if TARGET_LANGUAGE_TOKEN.match(p)]
+    if codes:
+        raise InputError(f"{path}: a multilingual model whose target language is chosen by a token such as "
+                         f"{codes[0]}; nmt cannot import those yet: import a model with one target language")
+    return vocab
+
+
+def special_ids(config: dict, path: Path, vocab: dict[str, int], tok_config: dict) -> dict[str, int]:
+    """Marian's pad, unk, eos and decoder-start ids."""
+    size = len(vocab)
+    unk_token = tok_config.get("unk_token", "<unk>")
+    if isinstance(unk_token, dict):  # an AddedToken, serialised
+        unk_token = unk_token.get("content")
+    if unk_token not in vocab:
+        raise InputError(f"{path.parent / 'vocab.json'}: no unknown-word piece {unk_token!r}; download the folder "
+                         "again")
+    pad = int_value(config, "pad_token_id", path)
+    ids = {"pad": pad, "unk": vocab[unk_token], "eos": int_value(config, "eos_token_id", path),
+           "start": int_value(config, "decoder_start_token_id", path, pad)}
+    for name, i in ids.items():
+        if i >= size:
+            raise InputError(f"{path}: the {name} id {i} lies outside the vocabulary of {size}; download the "
+                             "folder again")
+    if len({ids["pad"], ids["unk"], ids["eos"]}) < 3:
+        raise InputError(f"{path}: pad, unk and eos share ids ({ids}); nmt needs them distinct")
+    return ids
+
+
+def nmt_rows(size: int, specials: dict[str, int]) -> list[int]:
+    """The Marian id (row) of each nmt id: the specials in nmt's places, then every other id in order."""
+    rows = [0] * 4
+    rows[PAD], rows[UNK], rows[BOS], rows[EOS] = specials["pad"], specials["unk"], specials["start"], specials["eos"]
+    taken = {specials["pad"], specials["unk"], specials["eos"]}
+    return rows + [i for i in range(size) if i not in taken]
+
+
+def pieces(vocab: dict[str, int], rows: list[int]) -> list[str]:
+    """The piece of each nmt id; BOS, which repeats the decoder-start row, gets a name of its own."""
+    piece_of = {i: p for p, i in vocab.items()}
+    table = [piece_of[r] for r in rows]
+    table[BOS] = next(name for name in ("<s>", "<nmt:bos>", f"<nmt:{BOS}>") if name not in vocab)
+    return table
+
+
+def model_config(config: dict, path: Path, vocab_size: int) -> ModelConfig:
+    """nmt's ModelConfig of config.json's Marian architecture."""
+    for ours, (enc, dec) in {"heads": ("encoder_attention_heads", "decoder_attention_heads"),
+                             "feed-forward width": ("encoder_ffn_dim", "decoder_ffn_dim")}.items():
+        if config.get(enc) != config.get(dec):
+            raise InputError(f"{path}: {enc} {config.get(enc)} differs from {dec} {config.get(dec)}; nmt's encoder "
+                             f"and decoder share one {ours}")
+    activation = config.get("activation_function", "gelu")
+    if activation not in ACTIVATIONS:
+        raise InputError(f"{path}: activation_function {activation!r} has no nmt equivalent (nmt has "
+                         f"{', '.join(sorted(ACTIVATIONS))})")
+    values = dict(
+        vocab_size=vocab_size, d_model=int_value(config, "d_model", path),
+        n_heads=int_value(config, "encoder_attention_heads", path),
+        encoder_layers=int_value(config, "encoder_layers", path),
+        decoder_layers=int_value(config, "decoder_layers", path),
+        d_ff=int_value(config, "encoder_ffn_dim", path), dropout=float_value(config, "dropout", path, 0.1),
+        attention_dropout=float_value(config, "attention_dropout", path, 0.0),
+        activation_dropout=float_value(config, "activation_dropout", path, 0.0),
+        max_positions=int_value(config, "max_position_embeddings", path), positions="sinusoidal-halves",
+        norm="post", activation=ACTIVATIONS[activation], scale_embeddings=bool(config.get("scale_embedding", False)),
+        output_bias=True)
+    with names_as_fields():
+        try:
+            return Overrides(ModelConfig, values).apply()
+        except ConfigError as e:
+            raise InputError(f"{path}: {e}") from None
+
+
+def fine_tuning_config(model_cfg: ModelConfig) -> TrainConfig:
+    """The training recipe stored with an imported model: FINE_TUNING, with the learning-rate factor that
+    peaks at FINE_TUNING_PEAK_LR after the warmup (lr = factor * d_model^-0.5 * warmup^-0.5 there)."""
+    factor = FINE_TUNING_PEAK_LR * math.sqrt(model_cfg.d_model * FINE_TUNING["warmup"])
+    return Overrides(TrainConfig, {**FINE_TUNING, "lr_factor": round(factor, 6)}).apply()
+
+
+def read_weights(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """The weights, by their transformers names without the "model." prefix, as float32 tensors."""
+    found = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
+    if not found:
+        raise InputError(f"{folder}: no model weights ({' or '.join(WEIGHT_FILES)}); nmt reads the PyTorch or "
+                         f"safetensors weights: {GET_ONE}")
+    path = found[0]
+    if path.suffix != ".safetensors":
+        return read_weights_file(path)
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError:
+        if len(found) > 1:  # the folder has pytorch_model.bin too
+            return read_weights_file(found[1])
+        raise ConfigError(f"{path}: reading safetensors weights needs the safetensors package: "
+                          "pip install 'nmt-toolkit[import]'") from None
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise InputError(f"{path}: not readable safetensors weights ({_one_line(e)}); download it again") from None
+    return path, by_marian_name(state, path)
+
+
+def read_weights_file(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """pytorch_model.bin, as data only (`weights_only`: a file from the internet never runs code)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # weights_only refuses code, so any failure here means a bad file
+        raise InputError(f"{path}: not readable PyTorch weights ({_one_line(e)}); download it again") from None
+    return path, by_marian_name(state, path)
+
+
+def by_marian_name(state: object, path: Path) -> dict[str, torch.Tensor]:
+    """The tensors by their names without the "model." prefix, as finite float32."""
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InputError(f"{path}: not a table of tensors; download it again")
+    out = {}
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise InputError(f"{path}: {name} holds NaN or infinite values; download it again")
+        out[name[len("model."):] if name.startswith("model.") else name] = tensor.float()
+    return out
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())[:160] or type(e).__name__
+
+
+def marian_name(nmt_name: str) -> Optional[str]:
+    """The transformers name (without "model.") of an nmt layer weight, e.g. decoder.0.cross_block.norm.weight
+    -> decoder.layers.0.encoder_attn_layer_norm.weight; None for the others."""
+    stack, _, rest = nmt_name.partition(".")
+    index, _, rest = rest.partition(".")
+    part, _, param = rest.rpartition(".")
+    parts = {"encoder": ENCODER_PARTS, "decoder": DECODER_PARTS}.get(stack)
+    if parts is None or not index.isdigit():
+        return None
+    theirs = {ours: marian for marian, ours in parts.items()}.get(part)
+    return None if theirs is None else f"{stack}.layers.{index}.{theirs}.{param}"
+
+
+def nmt_weights(marian: dict[str, torch.Tensor], cfg: ModelConfig, rows: list[int], path: Path,
+                config_path: Path) -> dict[str, torch.Tensor]:
+    """nmt's state dict from Marian's weights: layers renamed, embedding rows and output bias renumbered."""
+    expected = Transformer(cfg).state_dict()
+    embeddings = [name for name in EMBEDDINGS if name in marian]
+    if not embeddings:
+        raise InputError(f"{path}: no embedding table ({', '.join(EMBEDDINGS)}); not the weights of a Marian model")
+    table = marian[embeddings[0]]
+    for name in embeddings[1:]:
+        if not torch.equal(marian[name], table):
+            raise InputError(f"{path}: {name} differs from {embeddings[0]}: untied embeddings, which nmt (one table "
+                             "for both sides and the output) cannot import yet")
+    size = len(rows) - 1  # nmt repeats the decoder-start row as BOS
+    if tuple(table.shape) != (size, cfg.d_model):
+        raise InputError(f"{path}: the embedding table is {tuple(table.shape)}, but {config_path} says "
+                         f"({size}, {cfg.d_model}); the folder mixes files of two models")
+    index = torch.tensor(rows)
+    bias = marian.get("final_logits_bias", torch.zeros(1, size)).reshape(-1)
+    if bias.numel() != size:
+        raise InputError(f"{path}: final_logits_bias has {bias.numel()} entries, the vocabulary {size}")
+    out = {"embed.weight": table[index].clone(), "output_bias": bias[index].clone()}
+    out["output_bias"][[PAD, BOS]] += NEVER_GENERATED_BIAS
+    used = set(embeddings) | {"final_logits_bias"}
+    for name, like in expected.items():
+        if name in out:
+            continue
+        theirs = marian_name(name)
+        if theirs is None or theirs not in marian:
+            raise InputError(f"{path}: lacks {theirs or name}; not the weights of the Marian model {config_path} "
+                             "describes")
+        if marian[theirs].shape != like.shape:
+            raise InputError(f"{path}: {theirs} is {tuple(marian[theirs].shape)}, but {config_path} makes it "
+                             f"{tuple(like.shape)}; the folder mixes files of two models")
+        out[name] = marian[theirs]
+        used.add(theirs)
+    unknown = sorted(k for k in marian if k not in used and not IGNORED.match(k))
+    if unknown:
+        raise InputError(f"{path}: weights nmt's Marian model has no place for ({', '.join(unknown[:3])}"
+                         f"{' ...' if len(unknown) > 3 else ''}); not a Marian model nmt can import")
+    return out
+
+
+def tokenizer_data(folder: Path, table: list[str]) -> dict:
+    """nmt's tokenizer data form: the two SentencePiece models over the table of pieces, each checked."""
+    data: dict[str, Any] = {"kind": SENTENCEPIECE, "version": 1}
+    for side, name in (("source", "source.spm"), ("target", "target.spm")):
+        path = folder / name
+        try:
+            model = path.read_bytes()
+        except OSError as e:
+            raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
+        try:
+            load_tokenizer({**data, "source": model, "pieces": table}, str(path))
+        except InputError:
+            raise InputError(f"{path}: not a SentencePiece model; nmt imports Marian models whose tokenizer is "
+                             "SentencePiece (source.spm and target.spm), as OPUS-MT's are") from None
+        data[side] = model
+    data["pieces"] = table
+    load_tokenizer(data, str(folder))
+    return data
+
+
+def search_defaults(folder: Path, config: dict, specials: dict[str, int], notes: list[str]) -> Overrides[SearchConfig]:
+    """generation_config.json's (else config.json's) beam, length penalty and length limit, as nmt's search
+    options: transformers divides a hypothesis' log-probability by len^length_penalty, len counting the
+    generated tokens with EOS (nmt's --lenpen-type power), and stops at max_length tokens with the decoder
+    start, forcing EOS on the last: nmt's limit max_length - 2 (+ EOS), whatever the source's length."""
+    path = folder / "generation_config.json"
+    generation = read_json(path, required=False)
+    where = path if generation else folder / "config.json"
+    settings = {**config, **generation}
+    values: dict[str, Any] = {"lenpen_type": "power", "lenpen": float_value(settings, "length_penalty", where, 1.0)}
+    if "num_beams" in settings:
+        values["beam"] = int_value(settings, "num_beams", where)
+    if "max_length" in settings:
+        values.update(max_len_a=0.0, max_len_b=max(int_value(settings, "max_length", where) - 2, 1))
+    ignored = [key for key, off in (("no_repeat_ngram_size", 0), ("repetition_penalty", 1.0), ("min_length", 0),
+                                    ("do_sample", False)) if settings.get(key, off) not in (off, None)]
+    bad = settings.get("bad_words_ids")
+    if bad not in (None, [[specials["pad"]]]):
+        ignored.append("bad_words_ids (nmt never generates the pad piece; the others it does not ban)")
+    if ignored:
+        notes.append(f"note: {where.name} sets {', '.join(ignored)}, which nmt's search does not have; ignored")
+    with names_as_fields():
+        try:
+            search = Overrides(SearchConfig, values)
+            search.apply()
+        except ConfigError as e:
+            raise InputError(f"{where}: {e}") from None
+    return search
+
+
+def find_languages(folder: Path, tok_config: dict, src: Optional[str], tgt: Optional[str],
+                   notes: list[str]) -> tuple[str, str]:
+    """--src/--tgt, else tokenizer_config.json's source_lang/target_lang, else the folder's name (opus-mt-en-de)."""
+    found = {"src": src, "tgt": tgt}
+    for key, config_key in (("src", "source_lang"), ("tgt", "target_lang")):
+        if found[key] is None and isinstance(tok_config.get(config_key), str) and tok_config[config_key]:
+            found[key] = tok_config[config_key]
+    named = FOLDER_LANGUAGES.search(folder.resolve().name)
+    if (found["src"] is None or found["tgt"] is None) and named:
+        found = {"src": found["src"] or named.group(1), "tgt": found["tgt"] or named.group(2)}
+        notes.append(f"note: languages {found['src']}-{found['tgt']} taken from the folder's name; "
+                     "give --src and --tgt to set them")
+    if found["src"] is None or found["tgt"] is None:
+        raise InputError(f"{folder}: the languages are not recorded (tokenizer_config.json has no source_lang and "
+                         "target_lang); give them: --src en --tgt de")
+    src, tgt = found["src"], found["tgt"]
+    for key, value in (("src", src), ("tgt", tgt)):
+        if not LANGUAGE.fullmatch(value):
+            raise InputError(f"--{key} {value!r}: not a language code (letters, digits, - and _); give --{key}")
+    return src, tgt
+
