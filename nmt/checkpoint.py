@@ -23,8 +23,17 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from nmt.config import (ModelConfig, Overrides, SearchConfig, TrainConfig, check_type, field_types, from_dict,
-                        names_as_fields, to_dict)
+from nmt.config import (
+    ModelConfig,
+    Overrides,
+    SearchConfig,
+    TrainConfig,
+    check_type,
+    field_types,
+    from_dict,
+    names_as_fields,
+    to_dict,
+)
 from nmt.errors import CheckpointError, ConfigError, DataError, InputError, OutputError
 from nmt.files import atomic_write, is_checkpoint_file  # noqa: F401 (re-exported)
 from nmt.identity import DataIdentity
@@ -112,7 +121,8 @@ class Checkpoint:
         """The checkpoint stored in `payload` (of this VERSION), checked field by field: a damaged or
         foreign value is a CheckpointError naming the file and the field."""
         where = str(path)
-        missing = [k for k in ("model_config", "train_config", "data", "tokenizer", "model", "state") if k not in payload]
+        needed = ("model_config", "train_config", "data", "tokenizer", "model", "state")
+        missing = [k for k in needed if k not in payload]
         if missing:
             raise CheckpointError(f"{path}: checkpoint lacks {', '.join(missing)}; it is damaged")
         try:
@@ -128,7 +138,8 @@ class Checkpoint:
         except (ConfigError, DataError) as e:
             raise CheckpointError(f"{e}; the checkpoint is damaged or was written by another nmt") from None
         if not isinstance(payload["model"], dict):
-            raise CheckpointError(f"{path}: its weights are a {type(payload['model']).__name__}, not a table; it is damaged")
+            raise CheckpointError(f"{path}: its weights are a {type(payload['model']).__name__}, not a table; "
+                                  "it is damaged")
         resumable = None
         if all(k in payload for k in ("optimizer", "rng")):
             resumable = typed_resumable(payload, path)
@@ -163,7 +174,8 @@ def load_weights(module: torch.nn.Module, state: dict[str, Any], path: Path | st
     try:
         module.load_state_dict(state)
     except (RuntimeError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{path}: weights do not match the stored model config ({str(e).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: weights do not match the stored model config "
+                              f"({str(e).splitlines()[0]})") from None
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, state: dict[str, Any], path: Path | str) -> None:
@@ -172,7 +184,8 @@ def load_optimizer(optimizer: torch.optim.Optimizer, state: dict[str, Any], path
         optimizer.load_state_dict(state)
     except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
         raise CheckpointError(f"{path}: its optimizer state does not fit the model ({str(e).splitlines()[0][:120]}); "
-                              "the file is damaged: move it out of the run folder to resume from the one before") from None
+                              "the file is damaged: move it out of the run folder to resume from the one "
+                              "before") from None
 
 
 def typed_state(data: object, path: Path | str) -> TrainState:
@@ -267,7 +280,8 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoi
     if not path.exists():
         raise InputError(f"{path}: no such checkpoint; check the path")
     if not path.is_file():
-        raise InputError(f"{path}: not a checkpoint file (a device or a pipe); pass a .pt file from nmt train or average")
+        raise InputError(f"{path}: not a checkpoint file (a device or a pipe); pass a .pt file from nmt train "
+                         "or average")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file, not a bug
@@ -275,7 +289,8 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoi
             why = "not a torch checkpoint of plain data"  # torch's own text suggests unsafe loading: don't
         else:
             why = str(e).strip().splitlines()[0][:160]
-        raise CheckpointError(f"{path}: not a readable nmt checkpoint ({why}); was it truncated or written by another tool?") from None
+        raise CheckpointError(f"{path}: not a readable nmt checkpoint ({why}); was it truncated or written by "
+                              "another tool?") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' header); train one with `nmt train`")
     return Checkpoint.from_payload(migrate(payload, path), path)
@@ -291,7 +306,8 @@ def check_weights(state: dict[str, Any], path: Path | str) -> None:
     nothing, without a word."""
     for name, value in state.items():
         if not isinstance(value, torch.Tensor):
-            raise CheckpointError(f"{path}: weight {name} is a {type(value).__name__}, not a tensor; the file is damaged")
+            raise CheckpointError(f"{path}: weight {name} is a {type(value).__name__}, not a tensor; "
+                                  "the file is damaged")
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise CheckpointError(f"{path}: weight {name} holds NaN or infinite values (the run diverged before "
                                   "this checkpoint); use an earlier checkpoint")
@@ -360,7 +376,8 @@ def average(paths: list[Path]) -> Checkpoint:
         raise InputError("no checkpoints to average; name files or a run folder with --last N")
     first = load(paths[0])
     check_weights(first.weights, paths[0])
-    sums: dict[str, torch.Tensor] = {k: v.double() if v.is_floating_point() else v.clone() for k, v in first.weights.items()}
+    sums: dict[str, torch.Tensor] = {k: v.double() if v.is_floating_point() else v.clone()
+                                     for k, v in first.weights.items()}
     for path in paths[1:]:
         ckpt = load(path)
         if ckpt.model_config != first.model_config or ckpt.tokenizer != first.tokenizer or ckpt.data != first.data:
@@ -379,17 +396,6 @@ def average(paths: list[Path]) -> Checkpoint:
     n = len(paths)
     weights = {k: (v / n).to(first.weights[k].dtype) if v.is_floating_point() else v for k, v in sums.items()}
     return dataclasses.replace(first.for_inference(), weights=weights, averaged=[str(p) for p in paths])
-
-
-def check_same_run(ckpt: dict[str, Any], first: dict[str, Any], path: Path, first_path: Path) -> None:
-    """CheckpointError unless two checkpoints come from one run (or from fine-tunings of one checkpoint, whose
-    average is a "model soup"): the mean of independently initialised weights is no model at all."""
-    ours, theirs = ckpt["train_config"], first["train_config"]
-    same_start = ours.get("init_from") and ours.get("init_from") == theirs.get("init_from")
-    if ours.get("seed") != theirs.get("seed") and not same_start:
-        raise CheckpointError(f"{path} and {first_path} come from different training runs (seed {ours.get('seed')} and "
-                              f"{theirs.get('seed')}); the average of independently trained weights is no model: "
-                              "average checkpoints of one run only")
 
 
 def check_same_run(ckpt: Checkpoint, first: Checkpoint, path: Path, first_path: Path) -> None:
@@ -417,7 +423,8 @@ def check_same_tensors(state: dict[str, torch.Tensor], reference: dict[str, torc
         ref = reference[name]
         if value.shape != ref.shape or value.dtype != ref.dtype:
             raise CheckpointError(f"{path}: weight {name} is {tuple(value.shape)} {value.dtype}, but "
-                                  f"{tuple(ref.shape)} {ref.dtype} in {reference_path}; average checkpoints of one run only")
+                                  f"{tuple(ref.shape)} {ref.dtype} in {reference_path}; average checkpoints of "
+                                  "one run only")
 
 
 def resolve_average_inputs(inputs: list[Path], last: Optional[int]) -> list[Path]:
@@ -430,7 +437,8 @@ def resolve_average_inputs(inputs: list[Path], last: Optional[int]) -> list[Path
             raise InputError(f"--last {last}: give a positive number of checkpoints to average")
         n = len(found) if last is None else last
         if n > len(found):
-            raise InputError(f"--last {n}: {inputs[0]} holds only {len(found)} step checkpoints; use --last {len(found)} or fewer")
+            raise InputError(f"--last {n}: {inputs[0]} holds only {len(found)} step checkpoints; "
+                             f"use --last {len(found)} or fewer")
         return found[-n:]
     if last is not None:
         raise InputError("--last N goes with a single run folder, not with checkpoint files")

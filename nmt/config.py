@@ -575,12 +575,14 @@ PRESETS: dict[str, Preset] = {
 
 def preset(name: str) -> Preset:
     if name not in PRESETS:
-        raise ConfigError(f"--preset {name!r} is unknown; choose one of {', '.join(PRESETS)}{did_you_mean(name, PRESETS)}")
+        raise ConfigError(f"--preset {name!r} is unknown; choose one of {', '.join(PRESETS)}"
+                          f"{did_you_mean(name, PRESETS)}")
     return PRESETS[name]
 
 
 def from_preset(name: str, model: Union[Overrides[ModelConfig], Mapping[str, Any], None] = None,
-                train: Union[Overrides[TrainConfig], Mapping[str, Any], None] = None) -> tuple[ModelConfig, TrainConfig]:
+                train: Union[Overrides[TrainConfig], Mapping[str, Any], None] = None
+                ) -> tuple[ModelConfig, TrainConfig]:
     """Configs of a preset with the options the user set on top (None values count as not given)."""
     chosen = preset(name)
     return ((chosen.model | overrides(ModelConfig, model)).apply(),
@@ -609,7 +611,8 @@ def from_dict(cls: type[C], data: Mapping[str, Any], where: str = "") -> C:
     and the field."""
     prefix = f"{where}: " if where else ""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{prefix}{cls.__name__} is a {type(data).__name__}, not a table of fields; the file is damaged")
+        raise ConfigError(f"{prefix}{cls.__name__} is a {type(data).__name__}, not a table of fields; "
+                          "the file is damaged")
     known = fields_of(cls)
     unknown = [k for k in data if k not in known]
     if unknown:

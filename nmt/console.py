@@ -8,8 +8,18 @@ import time
 from typing import Iterator, Optional
 
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress as RichProgress, ProgressColumn,
-                           Task, TaskID, TextColumn, TimeRemainingColumn, TransferSpeedColumn)
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.progress import Progress as RichProgress
 from rich.table import Column
 from rich.text import Text
 
@@ -22,7 +32,10 @@ def format_info(info: dict) -> str:
     parts = []
     for k, v in info.items():
         if isinstance(v, float):
-            v = f"{v:.3g}" if k == "lr" else (f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3f}" if k != "elapsed" else f"{v:.0f}s")
+            if k == "lr":
+                v = f"{v:.3g}"
+            else:
+                v = f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3f}" if k != "elapsed" else f"{v:.0f}s"
         parts.append(f"{k} {v}")
     return " | ".join(parts)
 

@@ -38,8 +38,17 @@ from nmt.errors import ConfigError, DataError, InputError
 from nmt.files import atomic_write, check_output_dir, folder_lock, read_lines, resolve_prefixed
 from nmt.identity import DataIdentity
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.tokenizer import (FILE_NAMES, YOUTOKENTOME, Tokenizer, digest, from_file, identity_of, load_tokenizer,
-                           read_files, save_files)
+from nmt.tokenizer import (
+    FILE_NAMES,
+    YOUTOKENTOME,
+    Tokenizer,
+    digest,
+    from_file,
+    identity_of,
+    load_tokenizer,
+    read_files,
+    save_files,
+)
 
 FORMAT = "nmt-data"
 FORMAT_VERSION = 1
@@ -527,7 +536,8 @@ def load_meta(directory: Path) -> dict:
             continue
         value = meta.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise _corrupt(directory, f"meta.json's {key} is {value!r}, not a {'string' if kind is str else 'whole number'}")
+            what = "string" if kind is str else "whole number"
+            raise _corrupt(directory, f"meta.json's {key} is {value!r}, not a {what}")
     if not 0 < meta["vocab_size"] <= INT_MAX:
         raise _corrupt(directory, f"meta.json's vocab_size {meta['vocab_size']} is out of range")
     return meta

@@ -42,9 +42,11 @@ def run_demo(out: Path, max_updates: Optional[int] = None, progress: ProgressFn 
         progress(Progress("demo", message=f"[{time.monotonic() - start:5.0f}s] {message}"))
 
     step("bpe: learning a joint vocabulary")
-    train_bpe([sample_dir / f"train.{SRC}", sample_dir / f"train.{TGT}"], out / "bpe.model", vocab_size=VOCAB_SIZE, progress=progress)
+    train_bpe([sample_dir / f"train.{SRC}", sample_dir / f"train.{TGT}"], out / "bpe.model", vocab_size=VOCAB_SIZE,
+              progress=progress)
     step("prepare: encoding and binarizing")
-    prepare(out / "bpe.model", out / "data", SRC, TGT, sample_dir / "train", sample_dir / "valid", sample_dir / "test", progress=progress)
+    prepare(out / "bpe.model", out / "data", SRC, TGT, sample_dir / "train", sample_dir / "valid", sample_dir / "test",
+            progress=progress)
     step("train: tiny preset on the CPU")
     overrides = {**TRAIN, **({"max_updates": max_updates} if max_updates else {})}
     train(out / "data", out / "run", preset="tiny", train_overrides=overrides, progress=progress)

@@ -124,8 +124,8 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: Sequence[str] |
     out = []
     for metric_name, key in zip(chosen, keys):
         for system, r in zip(results["System"], results[key]):
-            out.append(PairedScore(system, metric_name, round(float(r.score), 2), round(float(r.mean), 2), round(float(r.ci), 2),
-                                   None if r.p_value is None else round(float(r.p_value), 4)))
+            out.append(PairedScore(system, metric_name, round(float(r.score), 2), round(float(r.mean), 2),
+                                   round(float(r.ci), 2), None if r.p_value is None else round(float(r.p_value), 4)))
     return out, {name: str(sig) for name, sig in zip(chosen, signatures.values())}
 
 

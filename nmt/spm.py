@@ -94,7 +94,8 @@ class SentencePieceTokenizer:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise InputError(f"{path}: no such SentencePiece model; train one with `nmt bpe --kind sentencepiece`") from None
+            raise InputError(f"{path}: no such SentencePiece model; train one with "
+                             "`nmt bpe --kind sentencepiece`") from None
         except OSError as e:
             raise InputError(f"{path}: cannot read SentencePiece model ({e.strerror})") from None
         return cls(data, name=str(path))

@@ -25,12 +25,14 @@ import json
 from pathlib import Path
 from typing import Iterable, Optional, Protocol, Sequence, Union, runtime_checkable
 
-from nmt.bpe import KIND as YOUTOKENTOME, BpeTokenizer, train_bpe
+from nmt.bpe import KIND as YOUTOKENTOME
+from nmt.bpe import BpeTokenizer, train_bpe
 from nmt.errors import ConfigError, InputError
 from nmt.files import atomic_write
 from nmt.identity import tokenizer_identity
 from nmt.progress import ProgressFn, ignore
-from nmt.spm import KIND as SENTENCEPIECE, MODEL_TYPES, SentencePieceTokenizer, train_sentencepiece
+from nmt.spm import KIND as SENTENCEPIECE
+from nmt.spm import MODEL_TYPES, SentencePieceTokenizer, train_sentencepiece
 
 KINDS = (YOUTOKENTOME, SENTENCEPIECE)
 DATA_VERSION = 1
@@ -195,7 +197,8 @@ def read_files(folder: Path, record: Optional[dict]) -> dict:
     if not (isinstance(files, dict) and isinstance(files.get("source"), str)
             and all(v in FILE_NAMES for v in files.values())):
         raise InputError(f"{folder}: the tokenizer record names no valid files; it is damaged")
-    data: dict = {"kind": record.get("kind"), "version": DATA_VERSION, "source": (folder / files["source"]).read_bytes()}
+    data: dict = {"kind": record.get("kind"), "version": DATA_VERSION,
+                  "source": (folder / files["source"]).read_bytes()}
     if "target" in files:
         data["target"] = (folder / files["target"]).read_bytes()
     if "pieces" in files:

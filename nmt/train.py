@@ -17,20 +17,20 @@ from typing import Any, Iterator, Mapping, Optional, Union
 from nmt import checkpoint
 from nmt.config import ModelConfig, Overrides, TrainConfig, from_preset, overrides, to_dict
 from nmt.dataset import data_identity, longest_pair
-from nmt.identity import DataIdentity
 from nmt.distributed import Comm, StopSignal, process_group, spawn, torchrun_env, workers
 from nmt.errors import ConfigError, TrainingInterrupted
 from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries, same_file
+from nmt.identity import DataIdentity
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.trainer import Trainer, TrainResult
-
 
 ModelOverrides = Union[Overrides[ModelConfig], Mapping[str, Any], None]
 TrainOverrides = Union[Overrides[TrainConfig], Mapping[str, Any], None]
 
 
 def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverrides = None,
-         train: TrainOverrides = None, progress: ProgressFn = ignore) -> tuple[ModelConfig, TrainConfig, Optional[Path]]:
+         train: TrainOverrides = None, progress: ProgressFn = ignore
+         ) -> tuple[ModelConfig, TrainConfig, Optional[Path]]:
     """Final configs and the checkpoint to resume from (None for a new run), from the options given
     (`model`, `train`: the fields the user set).
 
@@ -144,7 +144,8 @@ def run_rank(rank: int, init_method: Optional[str], progress: ProgressFn, stop: 
     local_rank = rank if local_rank is None else local_rank
     with process_group(rank, job.world, local_rank, job.use_cuda, init_method, job.threads) as comm:
         if job.model_cfg is None:
-            job = comm.from_rank0(lambda: job.planned(progress))  # rank 0 decides what to resume: its folder is authoritative
+            # rank 0 decides what to resume: its folder is authoritative
+            job = comm.from_rank0(lambda: job.planned(progress))
         trainer = comm.all_succeed(lambda: start_rank(job, comm, progress, stop))
         return trainer.run()
 

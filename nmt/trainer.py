@@ -26,8 +26,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 from nmt import checkpoint
-from nmt.checkpoint import TrainState
 from nmt.batching import collate, group_updates, make_batches, shard
+from nmt.checkpoint import TrainState
 from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, to_toml
 from nmt.dataset import ParallelDataset, data_identity, read_tokenizer
 from nmt.device import autocast, make_scaler, precision_warning, resolve_precision
@@ -197,7 +197,8 @@ class Trainer:
         self.model: torch.nn.Module = self.module  # becomes the DistributedDataParallel wrapper in run()
         if self.comm.rank > 0:
             torch.manual_seed(rank_seed(train_cfg.seed, self.comm.rank))
-        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=0.0, betas=train_cfg.adam_betas, eps=train_cfg.adam_eps)
+        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=0.0, betas=train_cfg.adam_betas,
+                                          eps=train_cfg.adam_eps)
         self.scaler = make_scaler(self.precision == "fp16", device.type)
         self.workspace = Workspace()  # the (N, V) logits of the fused loss, reused batch after batch
         self.state = TrainState()
@@ -212,7 +213,8 @@ class Trainer:
     def restore(self, path: Path) -> None:
         ckpt = checkpoint.load(path, map_location=self.device)
         if ckpt.resumable is None:
-            raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) cannot resume training; move it out of {self.out_dir}")
+            raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) cannot resume training; "
+                              f"move it out of {self.out_dir}")
         checkpoint.load_weights(self.module, ckpt.weights, path)
         checkpoint.load_optimizer(self.optimizer, ckpt.resumable.optimizer, path)
         if ckpt.resumable.scaler and self.scaler.is_enabled():  # a disabled scaler saves {}
@@ -402,7 +404,8 @@ class Trainer:
         if self._epoch_cache[0] != self.state.epoch:
             epoch = self.state.epoch
             data = self.resegmenter.epoch(epoch) if self.resegmenter is not None else self.train_data
-            batches = make_batches(data.src_lengths, data.tgt_lengths, self.cfg.max_tokens, seed=self.cfg.seed, epoch=epoch)
+            batches = make_batches(data.src_lengths, data.tgt_lengths, self.cfg.max_tokens, seed=self.cfg.seed,
+                                   epoch=epoch)
             self._epoch_cache = (epoch, data, batches, group_updates(batches, data.tgt_lengths, self.cfg.update_tokens))
         return self._epoch_cache[1], self._epoch_cache[2], self._epoch_cache[3]
 
@@ -480,7 +483,8 @@ class Trainer:
                 if self.state.updates > self.session.saved_at:
                     self.save()
         except KeyboardInterrupt:  # a second Ctrl-C: no time to save
-            raise TrainingInterrupted(f"aborted during update {self.state.updates + 1}; newest checkpoint {self.session.last_path}; "
+            raise TrainingInterrupted(f"aborted during update {self.state.updates + 1}; newest checkpoint "
+                                      f"{self.session.last_path}; "
                                       "run the same command to resume from it") from None
         finally:
             if self.metrics is not None:
@@ -489,7 +493,8 @@ class Trainer:
                 self.resegmenter.close()
         seconds = self.session.elapsed() - self.session.begun
         return TrainResult(self.state.updates, self.state.epoch, self.session.last_path, self.state.valid_loss, seconds,
-                           tokens_seen / max(seconds, 1e-9), valid_bleu=self.state.valid_bleu, best_checkpoint=self.session.best_path,
+                           tokens_seen / max(seconds, 1e-9), valid_bleu=self.state.valid_bleu,
+                           best_checkpoint=self.session.best_path,
                            stopped=stopped, rank=self.comm.rank)
 
     def after_update(self, stats: UpdateStats, tokens_seen: int, n_groups: int) -> None:
@@ -500,7 +505,8 @@ class Trainer:
                     "lr": self.learning_rate(self.state.updates, elapsed),
                     "tok/s": tokens_seen / max(elapsed - self.session.begun, 1e-9), "gnorm": stats.gnorm,
                     "epoch": self.state.epoch + 1, "batch": f"{self.state.position}/{n_groups}", "elapsed": elapsed}
-            self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates", info=info))
+            self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates",
+                                   info=info))
             self.log({"update": self.state.updates, **info})
         if self.state.updates % self.cfg.valid_interval == 0:
             self.report_valid(periodic=True)
@@ -522,7 +528,8 @@ class Trainer:
             measured = [loss, math.nan if bleu is None else bleu]
         loss, bleu = self.comm.broadcast(measured)
         self.state.valid_loss, self.state.valid_bleu = loss, None if math.isnan(bleu) else bleu
-        improved = self.state.valid_bleu is not None and (self.state.best_bleu is None or self.state.valid_bleu > self.state.best_bleu)
+        best, now = self.state.best_bleu, self.state.valid_bleu
+        improved = now is not None and (best is None or now > best)
         if improved:
             self.state.best_bleu, self.state.bad_validations = self.state.valid_bleu, 0
         elif periodic and self.state.valid_bleu is not None:

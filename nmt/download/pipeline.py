@@ -57,7 +57,8 @@ def summary(result: DownloadResult) -> str:
         got = "nothing downloaded"
     if result.reused:
         got += f" ({len(result.reused)} already in {result.out / CACHE})"
-    lines = [f"{result.dataset}: {got}; wrote {len(result.written)} file(s) in {result.out}; manifest {result.manifest}"]
+    lines = [f"{result.dataset}: {got}; wrote {len(result.written)} file(s) in {result.out}; "
+             f"manifest {result.manifest}"]
     if result.unverified:
         lines.append(
             f"no published checksum for {', '.join(result.unverified)}: their sha256 is "
