@@ -14,7 +14,7 @@ MULTI30K_OUT ?= multi30k-run
 # `make gpu-check GPU_REPORT=FILE`: where the GPU check writes its report.
 GPU_REPORT ?= gpu-check-report.md
 
-.PHONY: install demo test multi30k gpu-check clean
+.PHONY: install demo test test-long lint multi30k gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q
+
+# Lint and type checks (configured in pyproject.toml); CI runs them after the tests.
+lint: install
+	$(PY) -m ruff check nmt tests benchmarks tools
+	$(PY) -m mypy
 
 # The longest end-to-end tests (fine-tuning, the gpu-check smoke run), which `make test` leaves out; CI runs both.
 test-long: install

@@ -122,10 +122,9 @@ def dir_mb(path: Path) -> float:
 
 def batch_order(data: Path, presets: list[str], repeat: int = 3) -> list[dict]:
     """Seconds to build one epoch's batch order from the length index, and its peak memory."""
-    from nmt.batching import make_batches
+    from nmt.batching import group_updates, make_batches
     from nmt.config import from_preset
     from nmt.dataset import ParallelDataset
-    from nmt.batching import group_updates
 
     ds = ParallelDataset(data, "train")
     rows = []
@@ -186,12 +185,11 @@ def data_wait(data: Path, preset: str, updates: int, threads: int) -> dict:
     """Per update: collate of its batches from the memory map (data wait) vs forward+backward+Adam."""
     import torch
 
-    from nmt.batching import collate, make_batches
+    from nmt.batching import collate, group_updates, make_batches
     from nmt.config import from_preset
     from nmt.dataset import ParallelDataset
-    from nmt.model import Transformer
-    from nmt.batching import group_updates
     from nmt.loss import label_smoothed_loss
+    from nmt.model import Transformer
 
     torch.set_num_threads(threads)
     ds = ParallelDataset(data, "train")

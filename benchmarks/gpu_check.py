@@ -80,8 +80,8 @@ import nmt
 from nmt import checkpoint
 from nmt.demo import SAMPLE_DIR, SRC, TGT, VOCAB_SIZE
 from nmt.device import native_bf16
-from nmt.evaluate import bleu
 from nmt.errors import NmtError
+from nmt.evaluate import bleu
 from nmt.files import atomic_write, check_output_file, read_lines
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"

@@ -18,10 +18,10 @@ import time
 import torch
 from torch import Tensor
 
-from nmt.vocab import PAD
 from nmt.config import from_preset
-from nmt.model import Transformer
 from nmt.loss import label_smoothed_loss
+from nmt.model import Transformer
+from nmt.vocab import PAD
 
 
 def autograd_loss(logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:

@@ -249,7 +249,7 @@ def main() -> None:
     print("| preset | threads | engine | precision used | target tok/s (wall) | tok/s (CPU time) | vs baseline | vs fairseq | MFU |")
     print("|---|---:|---|---|---:|---:|---:|---:|---:|")
     nmt_shape = {}
-    for i, (label, spec, _) in enumerate(jobs):
+    for i, (_label, spec, _) in enumerate(jobs):
         if spec["engine"] == "nmt":
             nmt_shape[spec["preset"]] = results[i][0]
     for i, (label, spec, _) in enumerate(jobs):
@@ -266,7 +266,7 @@ def main() -> None:
               f"{statistics.median(cpu):,.0f} | {vs_base} | {vs_fs} | {mfu:.0%} |" if cpu else
               f"| {spec['preset']} | {spec['threads']} | {label.split()[0]} | {runs[0]['precision']} | {tok_s:,.0f} | "
               f" | {vs_base} | {vs_fs} | {mfu:.0%} |")
-    for i, (label, spec, _) in enumerate(jobs):
+    for i, (_label, spec, _) in enumerate(jobs):
         if spec.get("compile"):
             warm = statistics.median(x["warmup_seconds"] for x in results[i])
             print(f"# {spec['preset']} compiled: {spec['warmup']} warm-up updates incl. compilation took {warm:.0f} s")

@@ -22,19 +22,8 @@ def module_name(path: Path) -> str:
 def sources() -> dict[str, Path]:
     """Every module of the package, its subpackages' included, by dotted name (not nmt itself, which
     imports nothing, nor __main__)."""
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if p.stem != "__main__" and p != PACKAGE / "__init__.py"}
-
-
-def module_name(path: Path) -> str:
-    """nmt/serve/app.py -> nmt.serve.app; nmt/serve/__init__.py -> nmt.serve."""
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def sources() -> dict[str, Path]:
-    """Every module of the package and its subpackages (nmt/__init__ and nmt/__main__ aside), by dotted name."""
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))
-            if p.relative_to(PACKAGE).as_posix() not in ("__init__.py", "__main__.py")}
+            if p.stem != "__main__" and p != PACKAGE / "__init__.py"}
 
 
 def imports_of(path: Path, type_checking: bool = True) -> set[str]:
@@ -42,7 +31,6 @@ def imports_of(path: Path, type_checking: bool = True) -> set[str]:
     and, with `type_checking`, `if TYPE_CHECKING:` blocks, which run for type checkers only), as dotted names;
     relative imports are resolved against the file's package."""
     tree = ast.parse(path.read_text(), str(path))
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     if not type_checking:
         for node in ast.walk(tree):
             if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):

@@ -10,14 +10,20 @@ import torch
 import torch.nn.functional as F
 
 import nmt.model as model_module
-from nmt.attention import (AttentionMaps, alignments, attention_maps, pharaoh, word_alignment, word_of_each_piece,
-                           write_heatmaps)
-from nmt.tokenizer import load_tokenizer
-from nmt.vocab import BOS, EOS, PAD
+from nmt.attention import (
+    AttentionMaps,
+    alignments,
+    pharaoh,
+    word_alignment,
+    word_of_each_piece,
+    write_heatmaps,
+)
 from nmt.config import ModelConfig
 from nmt.model import Transformer
 from nmt.search import SearchConfig
+from nmt.tokenizer import load_tokenizer
 from nmt.translate import Translator
+from nmt.vocab import BOS, EOS, PAD
 
 matplotlib = pytest.importorskip("matplotlib")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

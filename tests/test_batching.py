@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from nmt.batching import Batch, collate, group_updates, make_batches, shard
-from nmt.vocab import BOS, EOS, PAD
 from nmt.errors import InputError
+from nmt.vocab import BOS, EOS, PAD
 
 
 def lengths(n: int = 500, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

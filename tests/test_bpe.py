@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import youtokentome as yttm
-
 from conftest import BPE_MODELS, SAMPLE_DIR
+
 from nmt.bpe import BpeTokenizer, train_bpe
-from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.errors import InputError
+from nmt.vocab import BOS, EOS, PAD, UNK
 
 WORDS = ("the cat dog sat ran on under mat house big small red green quick slow bird tree "
          "river stone light dark water fire earth wind over into").split()

@@ -17,8 +17,6 @@ from nmt.search import SearchConfig
 from nmt.translate import Translator
 
 
-
-
 @pytest.fixture(scope="module")
 def steps(tiny_run) -> list[Path]:
     found = checkpoint.step_checkpoints(tiny_run)
@@ -439,6 +437,7 @@ def test_a_committed_version_1_checkpoint_translates_as_it_did(tmp_path):
 def test_a_committed_version_1_step_checkpoint_resumes(tmp_path):
     """The run of tests/data/v1-step-00000002.pt goes on from update 2 with today's nmt, on the same data."""
     from conftest import prepare_sample
+
     from nmt.train import train
 
     (tmp_path / "corpus").mkdir()

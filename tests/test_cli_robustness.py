@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_cli import ENV, assert_user_error, nmt, ok
 
 from nmt import checkpoint
 from nmt.files import LOCK_NAME
-
-from test_cli import ENV, assert_user_error, nmt, ok
 
 TINY = ["--preset", "tiny", "--max-tokens", "1024", "--update-tokens", "1024", "--warmup", "50",
         "--valid-interval", "1000", "--threads", "1"]
@@ -434,9 +433,9 @@ def command_of(name: str):
 def test_every_command_is_guarded_and_has_a_template():
     """A new command is covered by the path rule (PathGuard and an entry in COMMAND_PATHS, which marks
     its outputs) and by the generated test below (a template)."""
-    from nmt.cli import COMMAND_PATHS, PathGuard
-
     from test_cli import SUBCOMMANDS
+
+    from nmt.cli import COMMAND_PATHS, PathGuard
 
     assert set(COMMAND_PATHS) == set(SUBCOMMANDS) == set(templates(Path(".")))
     for name in SUBCOMMANDS:
@@ -448,9 +447,9 @@ def test_every_path_that_is_written_is_marked_an_output():
     rule would take it for an input and never guard it)."""
     import re
 
-    from nmt.cli import COMMAND_PATHS, is_path_parameter
-
     from test_cli import SUBCOMMANDS
+
+    from nmt.cli import COMMAND_PATHS, is_path_parameter
 
     for name in SUBCOMMANDS:
         for param in command_of(name).params:

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from test_cli import SUBCOMMANDS
 from typer.testing import CliRunner
 
 from nmt import __version__, console
 from nmt.progress import Progress
-
-from test_cli import SUBCOMMANDS
 
 
 def run(*args: str, **kw):

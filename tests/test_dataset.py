@@ -6,7 +6,6 @@ import gzip
 import hashlib
 import json
 import os
-import pickle
 import random
 from dataclasses import asdict
 from pathlib import Path
@@ -15,8 +14,7 @@ import numpy as np
 import pytest
 
 from nmt.bpe import BpeTokenizer, train_bpe
-from nmt.dataset import (FilterConfig, ParallelDataset, SplitReport, data_identity, load_meta, prepare,
-                         read_tokenizer)
+from nmt.dataset import FilterConfig, ParallelDataset, SplitReport, data_identity, load_meta, prepare, read_tokenizer
 from nmt.errors import BusyError, ConfigError, DataError, InputError
 
 EN = "the a cat dog sat ran on under mat house big small red green quick slow".split()

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import prepare_sample
 
 from nmt import checkpoint
-from nmt.errors import ConfigError, DataError
 from nmt.distributed import Comm, free_port, torchrun_env, workers
+from nmt.errors import ConfigError, DataError
 from nmt.train import check_resumable_here, train
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)
@@ -70,7 +69,7 @@ def test_two_processes_match_one_process(data, tmp_path):
     a, b = checkpoint.load(one), checkpoint.load(two)
     assert a.state.updates == b.state.updates == k
     for name, tensor in a.weights.items():
-        torch.testing.assert_close(b.weights[name], tensor, atol=ATOL, rtol=0, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(b.weights[name], tensor, atol=ATOL, rtol=0, msg=lambda m, name=name: f"{name}: {m}")
     assert grad_norms(tmp_path / "two") == pytest.approx(grad_norms(tmp_path / "one"), rel=1e-5)
     assert len(b.resumable.rng) == 2  # every rank's dropout stream is saved
 

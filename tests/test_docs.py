@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from test_cli import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent

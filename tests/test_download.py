@@ -779,7 +779,7 @@ def test_rerun_rewrites_a_file_changed_in_place_and_verify_reports_it(server, tm
     files = tiny_files()
     spec = tiny_spec(serve(server, files), files)
     download(spec, tmp_path, **FAST)
-    assert dl.verify_outputs(tmp_path) == (sorted(f"{s}.{l}" for s in ("train", "valid", "test") for l in ("en", "de")), [])
+    assert dl.verify_outputs(tmp_path) == (sorted(f"{s}.{lang}" for s in ("train", "valid", "test") for lang in ("en", "de")), [])
     text = (tmp_path / "train.de").read_bytes()
     (tmp_path / "train.de").write_bytes(text.replace(b"Haus 1 ", b"Hund 1 ", 1))  # same size, other content
     good, problems = dl.verify_outputs(tmp_path)

@@ -6,7 +6,6 @@ imports torch. The CTranslate2 tests are skipped when ctranslate2 is not install
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -14,20 +13,20 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import SAMPLE_DIR, torch_threads
+
 from nmt import checkpoint
-from nmt.dataset import DataIdentity
-from nmt.tokenizer import digest
 from nmt.bpe import BpeTokenizer
-from nmt.tokenizer import from_file as tokenizer_from_file
-from nmt.vocab import BOS, EOS, PAD, UNK
-from nmt.config import ModelConfig, TrainConfig, to_dict
+from nmt.config import ModelConfig, TrainConfig
+from nmt.dataset import DataIdentity
 from nmt.errors import ConfigError, InputError
+from nmt.kernels import prepare_model
 from nmt.model import Transformer
 from nmt.search import SearchConfig
-from nmt.kernels import prepare_model
+from nmt.tokenizer import digest
+from nmt.tokenizer import from_file as tokenizer_from_file
 from nmt.translate import Translator
+from nmt.vocab import BOS, EOS, PAD, UNK
 
 N_LINES = 50
 

@@ -8,7 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nmt.errors import OutputError
 from nmt.files import atomic_write

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import BPE_MODELS, SAMPLE_DIR
+from test_cli import assert_user_error, nmt, ok
 
 from nmt import checkpoint
 from nmt.trainer import learning_rate
-
-from conftest import BPE_MODELS, SAMPLE_DIR
-from test_cli import assert_user_error, nmt, ok
 
 TRAIN = ["--preset", "tiny", "--warmup", "100",
          "--valid-interval", "1000", "--valid-bleu-sentences", "0", "--save-interval", "1000", "--threads", "1"]

@@ -61,7 +61,7 @@ def test_beam_like_steps_equal_full_recomputation(norm, prepared):
         step_model.step(prefix[:, 0], state)
         state, prefix = state.expand(k), prefix.repeat_interleave(k, 0)
         rows = torch.arange(5).repeat_interleave(k)  # the sentence of each hypothesis
-        for t in range(4):
+        for _ in range(4):
             order = (torch.arange(5)[:, None] * k + torch.randint(0, k, (5, k), generator=g)).flatten()
             state, prefix = state.select(order), prefix[order]
             tokens = torch.randint(4, V, (5 * k,), generator=g)

@@ -4,14 +4,20 @@ import math
 
 import pytest
 import torch
-
-from nmt.vocab import BOS, EOS, PAD, UNK
-from nmt.config import ModelConfig, PRESETS, TrainConfig, from_dict, from_preset, to_dict
-from nmt.errors import ConfigError
 import torch.nn.functional as F
 
-from nmt.model import (Dropout, KVCache, Sublayer, Transformer, count_parameters, sinusoidal_halves_table,
-                       sinusoidal_table)
+from nmt.config import PRESETS, ModelConfig, TrainConfig, from_dict, from_preset, to_dict
+from nmt.errors import ConfigError
+from nmt.model import (
+    Dropout,
+    KVCache,
+    Sublayer,
+    Transformer,
+    count_parameters,
+    sinusoidal_halves_table,
+    sinusoidal_table,
+)
+from nmt.vocab import BOS, EOS, PAD, UNK
 
 V, D, H, FF, P = 13, 16, 4, 24, 32  # tiny: vocabulary, d_model, heads, d_ff, max_positions
 NORMS = ["pre", "post"]

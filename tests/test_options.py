@@ -14,8 +14,23 @@ import typer.main
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.config import (FilterConfig, InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig, TrainConfig,
-                        choices_of, fields_of, flag_of, option, read_config_file, spec_of, to_dict, to_toml)
+from nmt.config import (
+    FilterConfig,
+    InferenceConfig,
+    ModelConfig,
+    Overrides,
+    Precision,
+    SearchConfig,
+    TrainConfig,
+    choices_of,
+    fields_of,
+    flag_of,
+    option,
+    read_config_file,
+    spec_of,
+    to_dict,
+    to_toml,
+)
 from nmt.errors import ConfigError
 from nmt.options import with_config_options
 

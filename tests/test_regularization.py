@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import prepare_sample, torch_threads
+
 from nmt import checkpoint
 from nmt.batching import collate
 from nmt.dataset import ParallelDataset, read_tokenizer

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import prepare_sample, torch_threads
+
 from nmt import checkpoint
 from nmt.errors import CheckpointError
 from nmt.train import train

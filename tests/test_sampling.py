@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from nmt.errors import ConfigError
-from nmt.search import SearchConfig, draw, sample_search, sampling_probs, search
+from nmt.search import SearchConfig, draw, sample_search, sampling_probs
 from nmt.translate import Translator
-from nmt.vocab import BOS, EOS
+from nmt.vocab import EOS
 
 NEG = float("-inf")
 P = torch.tensor([[0.5, 0.3, 0.15, 0.05]])  # four tokens, sorted by probability

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from nmt.vocab import BOS, EOS, PAD, UNK
 from nmt.config import ModelConfig
 from nmt.model import Transformer
 from nmt.search import (
@@ -26,6 +25,7 @@ from nmt.search import (
     select_alive,
     top_totals_by_chunks,
 )
+from nmt.vocab import BOS, EOS, PAD, UNK
 
 A, B_ = 4, 5  # the tokens "a" and "b"
 V = 6

@@ -25,13 +25,12 @@ pytest.importorskip("prometheus_client")
 pytest.importorskip("python_multipart")
 pytest.importorskip("fastapi_offline")
 import requests  # noqa: E402
+from test_cli import ENV, nmt, ok  # noqa: E402
 
 from nmt.errors import ConfigError, InputError, OutputError  # noqa: E402
 from nmt.search import Hypothesis, SearchConfig  # noqa: E402
 from nmt.serve import Batcher, Overloaded, ServeConfig, TooLarge, check_files  # noqa: E402
 from nmt.translate import Translation  # noqa: E402
-
-from test_cli import ENV, nmt, ok  # noqa: E402
 
 # -- the batcher -------------------------------------------------------------------------------------
 

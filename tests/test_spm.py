@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import sentencepiece as sp_lib
-
 from conftest import TINY_TRAIN
+
 from nmt.errors import ConfigError, InputError
 from nmt.spm import SentencePieceTokenizer, train_sentencepiece
 from nmt.vocab import BOS, EOS, PAD, UNK

@@ -9,13 +9,22 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import BPE_MODELS, SAMPLE_DIR
+
 from nmt.bpe import BpeTokenizer
 from nmt.errors import ConfigError, InputError
 from nmt.spm import SentencePieceTokenizer, train_sentencepiece
-from nmt.tokenizer import (Tokenizer, digest, file_names, from_file, identity, load_tokenizer, read_files,
-                           save_files, train_tokenizer)
+from nmt.tokenizer import (
+    Tokenizer,
+    digest,
+    file_names,
+    from_file,
+    identity,
+    load_tokenizer,
+    read_files,
+    save_files,
+    train_tokenizer,
+)
 
 LINES = ["A man in an orange hat starring at something .", "Zwei Hunde spielen im Schnee .", ""]
 

@@ -10,16 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
+from conftest import prepare_sample
 
 import nmt.trainer as trainer_module
 import nmt.validation as validation_module
-from conftest import prepare_sample
 from nmt import checkpoint
-from nmt.vocab import PAD
 from nmt.config import TrainConfig, from_dict, to_dict
-from nmt.errors import ConfigError, OutputError
-from nmt.errors import TrainingDiverged
+from nmt.errors import ConfigError, OutputError, TrainingDiverged
 from nmt.train import train
 from nmt.trainer import learning_rate, tail_factor
 

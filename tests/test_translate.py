@@ -14,8 +14,6 @@ from nmt.search import SearchConfig
 from nmt.translate import Translation, Translator, format_nbest, read_chunks, translate_file
 
 
-
-
 @pytest.fixture(scope="module")
 def sources(tiny_corpus) -> list[str]:
     return (tiny_corpus / "test.en").read_text(encoding="utf-8").splitlines()[:40]
@@ -275,7 +273,8 @@ def test_read_chunks_multibyte_character_split_across_writes():
 # -- fuzzing: whatever the bytes, one line out per line in --------------------------------------------
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 # Lines built from what breaks line-oriented code: Unicode line and paragraph separators (str.splitlines
 # splits on them, a file does not), CR, NUL, BOMs, every whitespace, invalid UTF-8, long runs.

@@ -1,9 +1,13 @@
 """`nmt demo` with a given BPE model instead of a freshly learned one (youtokentome's learner is not
 deterministic), so that two nmt versions can be compared: python demo_fixed_bpe.py OUT BPE_MODEL"""
-import shutil, sys
+import shutil
+import sys
 from pathlib import Path
+
 import torch
+
 import nmt.demo as demo
+
 torch.set_num_threads(1)
 fixed = Path(sys.argv[2])
 demo.train_bpe = lambda inputs, out, **kw: shutil.copy(fixed, out)
