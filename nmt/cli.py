@@ -302,9 +302,10 @@ def translate_command(
     """Translate stdin to stdout, one output line per input line, streaming."""
     from nmt.attention import pharaoh
     from nmt.console import plain_logger
+    from nmt.engine import Needs, open_engine
     from nmt.errors import ConfigError
     from nmt.files import atomic_write, check_output_file, open_binary, resolve_text
-    from nmt.translate import Translator, format_nbest, read_chunks
+    from nmt.translate import format_nbest, read_chunks
 
     if output:
         check_output_file(output, "--output")
@@ -317,7 +318,7 @@ def translate_command(
         require_matplotlib()  # fail before translating anything
     if (attention or alignments) and len(model) > 1:
         raise ConfigError("--attention and --alignments read one model's attention; give one --model, not an ensemble")
-    translator = Translator.open(model, search, options, progress=log)
+    translator = open_engine(model, search, options, progress=log, needs=Needs(alignments, attention is not None))
     nbest = translator.search_cfg.nbest
     stream = open_binary(resolve_text(input)) if input else stdin_bytes()
     try:
@@ -362,8 +363,9 @@ def eval_command(
     from nmt.console import plain_logger
     from nmt.errors import InputError
     from nmt.evaluate import check_parallel, paired_bootstrap, score, to_json
+    from nmt.engine import open_engine
     from nmt.files import atomic_write, check_output_file, read_lines
-    from nmt.translate import Translator, translate_file
+    from nmt.translate import translate_file
 
     check_range("--paired-bs-n", paired_bs_n, 1, INT_MAX)
     if save_hyp:
@@ -378,7 +380,7 @@ def eval_command(
         check_parallel(sources, refs[0], str(src), ref_names[0])
         options = inference.apply()
         set_threads(options.threads)
-        translator = Translator.open(model, search, options, progress=plain_logger())
+        translator = open_engine(model, search, options, progress=plain_logger())
         translations = translate_file(translator, None, sources)
         systems.append((f"translations of {src}", translations))
         if save_hyp:
@@ -540,8 +542,8 @@ def serve_command(
     from nmt.config import check_range
     from nmt.console import plain_logger
     from nmt.progress import Progress
+    from nmt.engine import open_engine
     from nmt.serve import check_files, listen, model_info, require_web_stack, serve
-    from nmt.translate import Translator
 
     require_web_stack()
     check_range("--port", port, 0, 65535)
@@ -551,8 +553,8 @@ def serve_command(
     set_threads(options.threads)
     sock = listen(host, port)
     log = plain_logger()
-    translator = Translator.open(model, search, options, progress=log)
-    serve(translator, model_info(model, translator), cfg, sock, log=lambda message: log(Progress("serve", message=message)))
+    engine = open_engine(model, search, options, progress=log)
+    serve(engine, model_info(model, engine), cfg, sock, log=lambda message: log(Progress("serve", message=message)))
 
 
 @app.command("export", epilog="Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model")

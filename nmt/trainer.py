@@ -188,7 +188,7 @@ class Trainer:
         self.tokenizer = read_tokenizer(data_dir)
         self.validator = Validator(data_dir, self.tokenizer, model_cfg.max_positions, train_cfg.max_tokens,
                                    train_cfg.valid_bleu_sentences, train_cfg.valid_beam)
-        self.precision = resolve_precision(train_cfg.precision, device, training=True, d_model=model_cfg.d_model)
+        self.precision = resolve_precision(train_cfg.precision, device, training=True, model=model_cfg)
         torch.manual_seed(train_cfg.seed)
         self.module = Transformer(model_cfg).to(device)
         self.model: torch.nn.Module = self.module  # becomes the DistributedDataParallel wrapper in run()

@@ -37,6 +37,21 @@ def torch_threads(n: int) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory) -> Iterator[None]:
+    """The user's cache (CTranslate2 conversions, precision timings) in a folder of the session, for this
+    process and the subprocesses it starts: tests leave nothing in the real one and find nothing there."""
+    import os
+
+    before = os.environ.get("NMT_CACHE_DIR")
+    os.environ["NMT_CACHE_DIR"] = str(tmp_path_factory.mktemp("nmt_cache"))
+    yield
+    if before is None:
+        del os.environ["NMT_CACHE_DIR"]
+    else:
+        os.environ["NMT_CACHE_DIR"] = before
+
+
+@pytest.fixture(autouse=True, scope="session")
 def one_torch_thread() -> Iterator[None]:
     """Every test runs torch on one thread (subprocesses get --threads 1 where it matters)."""
     with torch_threads(1):
