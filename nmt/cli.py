@@ -318,10 +318,10 @@ def translate_command(
         require_matplotlib()  # fail before translating anything
     if (attention or alignments) and len(model) > 1:
         raise ConfigError("--attention and --alignments read one model's attention; give one --model, not an ensemble")
-    translator = open_engine(model, search, options, progress=log, needs=Needs(alignments, attention is not None))
-    nbest = translator.search_cfg.nbest
-    stream = open_binary(resolve_text(input)) if input else stdin_bytes()
+    stream = open_binary(resolve_text(input)) if input else stdin_bytes()  # a missing input fails before the model loads
     try:
+        translator = open_engine(model, search, options, progress=log, needs=Needs(alignments, attention is not None))
+        nbest = translator.search_cfg.nbest
         with atomic_write(output, "w") if output else contextlib.nullcontext() as out_file:
             write = out_file.write if output else write_stdout
             for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):

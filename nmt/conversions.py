@@ -43,11 +43,12 @@ def converted(model_path: Path, progress: ProgressFn = ignore, sha256: Optional[
         if entry.exists():
             progress(Progress("ctranslate2", message=f"warning: {entry}: {why}; converting the model again"))
             discard(entry)
-        progress(Progress("ctranslate2", message=f"converting {model_path} for CTranslate2 (once) into {entry}"))
         try:
             export_ctranslate2(model_path, entry, checkpoint_sha256=sha256)
         except OutputError as e:  # written beside the entry: the cache's disk is full or read-only
             raise OutputError(f"{e}; or set NMT_CACHE_DIR, or translate with --engine torch") from None
+        # said once it is done, so that a checkpoint that cannot be read is one line of error, and nothing else
+        progress(Progress("ctranslate2", message=f"converted {model_path} for CTranslate2 (once) into {entry}"))
     return entry
 
 

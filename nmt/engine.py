@@ -14,7 +14,8 @@ from typing import Iterable, Iterator, Optional, Protocol, Sequence, Union
 import torch
 
 from nmt.attention import AttentionMaps
-from nmt.config import InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig, from_dict, overrides
+from nmt.config import (InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig, check_field, from_dict,
+                        overrides)
 from nmt.conversions import converted, rebuild
 from nmt.device import native_bf16, resolve_precision, select_device
 from nmt.errors import ConfigError, InputError, OutputError
@@ -113,6 +114,9 @@ def open_ctranslate2(paths: list[Path], search: Union[Overrides[SearchConfig], S
         raise Unsupported("--attention heatmaps need every layer's and head's attention, which CTranslate2 "
                           "does not give")
     given = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search)
+    if isinstance(given, Overrides):  # a value out of range is the user's error before any conversion
+        for name, value in given.values.items():
+            check_field(SearchConfig, name, value)
     device = select_device(options.gpus)
     supported = set(ct2.get_supported_compute_types(device.type))
     requested = options.requested_precision

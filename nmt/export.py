@@ -565,9 +565,12 @@ class CTranslate2Translator(BatchTranslator):
         source = [self.vocab[t] for t in src_ids[:-1]]
         prefix = [self.vocab[t] for t in hypothesis.tokens]
         res = self.engine.translate_batch([source], [prefix], beam_size=1, return_attention=True,
-                                          max_decoding_length=len(prefix) + 1, min_decoding_length=0,
-                                          max_input_length=0)[0]
-        weights = torch.tensor(res.attention[0])[: len(prefix) + 1]  # (T, S): the output + EOS, the source + EOS
+                                          return_end_token=True, max_decoding_length=len(prefix) + 1,
+                                          min_decoding_length=0, max_input_length=0)[0]
+        # (T, S - 1): a row per output piece and EOS; CTranslate2 leaves out the column of the source's EOS,
+        # which no alignment takes (a column of zeros stands for it)
+        weights = torch.tensor(res.attention[0])[: len(prefix) + 1]
+        weights = torch.cat([weights, weights.new_zeros(weights.size(0), 1)], dim=1)
         labels = self.tokenizer.pieces
         return word_alignment(weights, labels(src_ids[:-1]) + [EOS_LABEL],
                               labels(list(hypothesis.tokens)) + [EOS_LABEL])

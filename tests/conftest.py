@@ -9,7 +9,9 @@ session would make every trained fixture, and every test with a threshold on it,
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -36,19 +38,17 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def private_cache(tmp_path_factory) -> Iterator[None]:
-    """The user's cache (CTranslate2 conversions, precision timings) in a folder of the session, for this
-    process and the subprocesses it starts: tests leave nothing in the real one and find nothing there."""
-    import os
+# The user's cache (CTranslate2 conversions, precision timings) in a folder of the session, for this process
+# and the subprocesses it starts (set now, before the test modules copy the environment for theirs): tests
+# leave nothing in the real one and find nothing there.
+CACHE = tempfile.mkdtemp(prefix="nmt-test-cache-")
+os.environ["NMT_CACHE_DIR"] = CACHE
 
-    before = os.environ.get("NMT_CACHE_DIR")
-    os.environ["NMT_CACHE_DIR"] = str(tmp_path_factory.mktemp("nmt_cache"))
-    yield
-    if before is None:
-        del os.environ["NMT_CACHE_DIR"]
-    else:
-        os.environ["NMT_CACHE_DIR"] = before
+
+@pytest.fixture(autouse=True, scope="session")
+def private_cache() -> Iterator[str]:
+    yield CACHE
+    shutil.rmtree(CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

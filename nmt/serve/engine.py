@@ -50,6 +50,7 @@ class ModelInfo:
     tgt: str
     sha256: str
     search: dict
+    engine: str = ""  # torch or ctranslate2
 
 
 def model_info(paths: Sequence[str | Path], engine: TranslationEngine) -> ModelInfo:
@@ -62,4 +63,5 @@ def model_info(paths: Sequence[str | Path], engine: TranslationEngine) -> ModelI
     search = {k: v for k, v in dataclasses.asdict(engine.search_cfg).items()
               if k in ("beam", "lenpen", "lenpen_type", "max_len_a", "max_len_b", "nbest")}
     src, tgt = engine.languages
-    return ModelInfo(" + ".join(Path(p).name for p in paths), src, tgt, digest.hexdigest(), search)
+    return ModelInfo(" + ".join(Path(p).name for p in paths), src, tgt, digest.hexdigest(), search,
+                     getattr(engine, "name", ""))
