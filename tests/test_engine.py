@@ -7,7 +7,6 @@ The CTranslate2 tests are skipped when ctranslate2 is not installed (it is in th
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -21,7 +21,7 @@ from nmt.tokenizer import digest
 from nmt.bpe import BpeTokenizer
 from nmt.tokenizer import from_file as tokenizer_from_file
 from nmt.vocab import BOS, EOS, PAD, UNK
-from nmt.config import ModelConfig, TrainConfig, to_dict
+from nmt.config import ModelConfig, TrainConfig
 from nmt.errors import ConfigError, InputError, OutputError
 from nmt.model import Transformer
 from nmt.search import Hypothesis, SearchConfig
