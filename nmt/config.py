@@ -363,8 +363,7 @@ class TrainConfig:
     log_interval: int = option(10, "Updates between progress reports.", low=1, high=INT_MAX)
     seed: int = option(1, "Random seed (weights, batches, dropout).", low=0, high=INT_MAX)
     precision: Precision = option(Precision.AUTO, "auto (CUDA: bf16, or fp16 with loss scaling; CPU: bf16 where "
-                                  "native and faster on the model's layers, timed once, else fp32), fp32, bf16 or "
-                                  "fp16.",
+                                  "native and faster for the model, timed once, else fp32), fp32, bf16 or fp16.",
                                   choices=TRAINING_PRECISIONS)
     max_bad_updates: int = option(5, "Stop after this many updates in a row with a NaN/inf loss (each is skipped).",
                                   low=1, high=INT_MAX)
@@ -429,8 +428,8 @@ class InferenceConfig:
     gpus: int = option(0, "GPUs to use (0: CPU; translation runs on one).", low=0, high=INT_MAX)
     threads: int = option(0, "CPU threads of the engine (0: torch's default).", low=0, high=MAX_THREADS)
     precision: Precision = option(Precision.FP32, "fp32; fp16 (GPU); bf16 (GPU, or a CPU with native bf16); int8 "
-                                  "(CPU, same as --int8); auto: fp32 or bf16, whichever runs the model's layers "
-                                  "faster here (timed once, kept in the user's cache).")
+                                  "(CPU, same as --int8); auto: fp32 or bf16, whichever runs the model faster here "
+                                  "(timed once, kept in the user's cache).")
     int8: bool = option(False, "CPU: dynamic int8 quantisation of the linear layers (same as --precision int8).",
                         flag="--int8")
     # serve's --max-batch-tokens/--max-batch-sentences: the same batches, named as a server's

@@ -8,14 +8,13 @@ import json
 import math
 import platform
 import time
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
 from nmt.cache import cache_folder, locked
-from nmt.config import TRAINING_PRECISIONS, ModelConfig, Precision
+from nmt.config import TRAINING_PRECISIONS, Precision
 from nmt.errors import ConfigError, NmtError, OutputError
 from nmt.files import atomic_write
 
@@ -61,14 +60,24 @@ def native_cpu_bf16() -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Timing:
+    """What `--precision auto` times on the CPU (`nmt.timing` makes these from the model itself): `shape`
+    names it in the cache; `run(precision)` runs one pass in that precision (the first call of each may set
+    up, untimed)."""
+
+    shape: str
+    run: Callable[[Precision], None]
+
+
 def resolve_precision(requested: Precision | str, device: torch.device, *, training: bool = False,
-                      model: Optional[ModelConfig] = None) -> Precision:
+                      timing: Optional[Timing] = None) -> Precision:
     """The number format a command runs in on `device`, from the one requested (auto included): the one
     place that decides it, for training (`training`) and translation alike.
 
     auto: on CUDA bf16 where the GPU has it natively, else fp16; on the CPU bf16 where the CPU has it
-    natively and, timed on `model`'s layer shapes on this machine (`fastest_cpu_precision`), it is
-    faster than fp32; fp32 otherwise (and without a `model` to time). fp16 needs CUDA; int8 (dynamic
+    natively and, timed on this machine (`timing`: the model's own layers, see `fastest_cpu_precision`),
+    it is faster than fp32; fp32 otherwise (and without a `timing`). fp16 needs CUDA; int8 (dynamic
     quantisation) is for translation on the CPU.
     """
     try:
@@ -80,9 +89,9 @@ def resolve_precision(requested: Precision | str, device: torch.device, *, train
     if requested is Precision.AUTO:
         if cuda:
             return Precision.BF16 if native_bf16() else Precision.FP16
-        if model is None or not native_cpu_bf16():
+        if timing is None or not native_cpu_bf16():
             return Precision.FP32
-        return fastest_cpu_precision(model, training)
+        return fastest_cpu_precision(timing, training)
     if training and requested is Precision.INT8:
         raise ConfigError("--precision int8 (dynamic quantisation) is for translation; for training use one of "
                           + ", ".join(TRAINING_PRECISIONS))
@@ -100,28 +109,28 @@ def resolve_precision(requested: Precision | str, device: torch.device, *, train
 
 
 # -- timing fp32 against bf16 on the CPU ------------------------------------------------------------
-# Whether bf16 pays on a CPU depends on the CPU and on the model: on a Zen 4 EPYC (AVX512_BF16) a 1024 x
-# 1024 bf16 product ran at 2.6x the fp32 rate, yet the multi30k preset (d_model 128) trained 8% slower in
-# bf16 than in fp32, its time going to casts and small elementwise work (issue 15); with AMX the products
-# of that same model ran 2-5x faster in bf16. So auto times the model's own layer shapes, once per
-# machine and shape, and keeps the result in the user's cache.
+# Whether bf16 pays on a CPU depends on the CPU and on the model, and the speed of a matrix product says
+# little: on a Zen 4 EPYC (AVX512_BF16) a 1024 x 1024 bf16 product ran at 2.6x the fp32 rate, yet the
+# multi30k preset (d_model 128) trained 8% slower in bf16 than in fp32, its time going to casts and small
+# elementwise work (issue 15); on a CPU with AMX that model's products ran 2-5x faster in bf16 and it still
+# trained 1.6x slower (the loss over the vocabulary, fused in fp32, is not under autocast), while the
+# `small` preset trained faster. So auto times the model itself (`nmt.timing`), once per machine and
+# shape, and keeps the result in the user's cache.
 
 BF16_MARGIN = 0.9  # bf16 rounds: it is chosen only when at least 10% faster than fp32
 TIMING_BUDGET = 0.1  # seconds per format, beyond one warm-up pass and one timed one
-TRAINING_ROWS = 256  # target tokens of the timed training pass (forward and backward)
-DECODING_ROWS = 64  # hypotheses of the timed decoding step (16 sentences of 4 beams)
 TIMINGS_FILE = "timings.json"
 
 
-def fastest_cpu_precision(model: ModelConfig, training: bool) -> Precision:
-    """fp32 or bf16, whichever runs `model`'s layer shapes faster on this CPU (bf16 only when at least
-    1/BF16_MARGIN times faster): timed once per machine (CPU model, torch version, threads) and shape,
-    then read from the user's cache (a cache that cannot be written is only not used)."""
-    key = timing_key(model, training)
+def fastest_cpu_precision(timing: Timing, training: bool) -> Precision:
+    """fp32 or bf16, whichever runs `timing` faster on this CPU (bf16 only when at least 1/BF16_MARGIN
+    times faster): timed once per machine (CPU model, torch version, threads) and shape, then read from
+    the user's cache (a cache that cannot be written is only not used)."""
+    key = timing_key(timing.shape, training)
     try:
         folder = cache_folder("precision")
     except OutputError:
-        return choose(time_layers(model, training))
+        return choose(time_alternately(timing.run))
     with locked(folder / ".lock"):  # several processes at once (ranks of one run): one times, the others read
         path = folder / TIMINGS_FILE
         try:
@@ -131,7 +140,7 @@ def fastest_cpu_precision(model: ModelConfig, training: bool) -> Precision:
             known = {}
         entry = known.get(key)
         if not (isinstance(entry, dict) and all(isinstance(entry.get(p), float) for p in ("fp32", "bf16"))):
-            entry = {p.value: seconds for p, seconds in time_layers(model, training).items()}
+            entry = {p.value: seconds for p, seconds in time_alternately(timing.run).items()}
             known[key] = entry
             with contextlib.suppress(NmtError):  # a full disk: the timing holds for this run anyway
                 with atomic_write(path, "w") as f:
@@ -143,9 +152,8 @@ def choose(seconds: dict[Precision, float]) -> Precision:
     return Precision.BF16 if seconds[Precision.BF16] < BF16_MARGIN * seconds[Precision.FP32] else Precision.FP32
 
 
-def timing_key(model: ModelConfig, training: bool) -> str:
-    """What a timing depends on: the machine, torch, the threads and the layer shapes."""
-    shape = f"d{model.d_model}-ff{model.d_ff}-v{model.vocab_size}"
+def timing_key(shape: str, training: bool) -> str:
+    """What a timing depends on: the machine, torch, the threads and the model's shape."""
     return (f"{cpu_name()} | {torch.backends.cpu.get_cpu_capability()} | torch {torch.__version__} | "
             f"{torch.get_num_threads()} threads | {'training' if training else 'translation'} {shape}")
 
@@ -160,52 +168,19 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def time_layers(model: ModelConfig, training: bool, budget: float = TIMING_BUDGET) -> dict[Precision, float]:
-    """Seconds of one pass through `model`'s layer shapes in fp32 and in bf16 (the best of the runs,
-    taken in turns so that other work on the machine weighs on both alike).
-
-    Translation: one decoding step of DECODING_ROWS hypotheses (a layer's q|k|v and output projections, its
-    feed-forward block, two LayerNorms, the output projection and log-softmax), the weights in that format
-    as `prepare_model` makes them. Training: the same on TRAINING_ROWS tokens, forward and backward, with
-    fp32 weights under autocast, as the trainer runs it.
-    """
-    d, ff, vocab = model.d_model, model.d_ff, model.vocab_size
-    rows = TRAINING_ROWS if training else DECODING_ROWS
-    gen = torch.Generator().manual_seed(0)
-    weights = [torch.randn(n, m, generator=gen) * m ** -0.5 for n, m in ((3 * d, d), (d, d), (ff, d), (d, ff), (vocab, d))]
-    x = torch.randn(rows, d, generator=gen)
-
-    def layers(x: Tensor, w: list[Tensor]) -> Tensor:
-        h = F.layer_norm(x, (d,))
-        x = x + F.linear(F.linear(h, w[0])[:, :d], w[1])
-        h = F.layer_norm(x, (d,))
-        x = x + F.linear(F.relu(F.linear(h, w[2])), w[3])
-        return F.linear(F.layer_norm(x, (d,)), w[4]).float().log_softmax(-1)
-
-    if training:
-        trained = [w.requires_grad_() for w in weights]
-
-        def run(dtype: torch.dtype) -> None:
-            with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
-                out = layers(x, trained)
-            out.mean().backward()
-    else:
-        per_dtype = {dtype: [w.to(dtype) for w in weights] for dtype in (torch.float32, torch.bfloat16)}
-
-        def run(dtype: torch.dtype) -> None:
-            with torch.inference_mode():
-                layers(x.to(dtype), per_dtype[dtype])
-
-    formats = {Precision.FP32: torch.float32, Precision.BF16: torch.bfloat16}
+def time_alternately(run: Callable[[Precision], None], budget: float = TIMING_BUDGET) -> dict[Precision, float]:
+    """Seconds of one `run` in fp32 and in bf16: the best of the passes, taken in turns (so that other work on
+    the machine weighs on both alike) after one untimed pass of each, for about `budget` seconds each."""
+    formats = (Precision.FP32, Precision.BF16)
     best = {p: math.inf for p in formats}
-    for dtype in formats.values():
-        run(dtype)  # warm-up: kernels chosen, buffers allocated
+    for precision in formats:
+        run(precision)  # set-up and warm-up: kernels chosen, buffers allocated
     start = time.perf_counter()
     rounds = 0
     while rounds < 1 or time.perf_counter() - start < 2 * budget:
-        for precision, dtype in formats.items():
+        for precision in formats:
             t0 = time.perf_counter()
-            run(dtype)
+            run(precision)
             best[precision] = min(best[precision], time.perf_counter() - t0)
         rounds += 1
     return best

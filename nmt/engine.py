@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Protocol, Sequence, Union
+from typing import Iterable, Iterator, Protocol, Sequence, Union
 
 import torch
 
@@ -22,6 +22,7 @@ from nmt.errors import ConfigError, InputError, OutputError
 from nmt.export import CTranslate2Translator, NotExportable, read_meta, require_ctranslate2
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import Hypothesis
+from nmt.timing import translation_timing
 from nmt.translate import Translation, Translator
 
 ENGINES = ("torch", "ctranslate2")
@@ -164,7 +165,7 @@ def compute_type_of(precision: Precision, device: torch.device, supported: set[s
     return name
 
 
-def auto_compute_type(device: torch.device, supported: set[str], model: Optional[ModelConfig]) -> str:
+def auto_compute_type(device: torch.device, supported: set[str], model: ModelConfig) -> str:
     """--precision auto on CTranslate2, decided as for torch: on CUDA bf16 where native, else fp16; on the CPU
     bf16 where CTranslate2 has it and the timing of the model's layers (`resolve_precision`) prefers it."""
     if device.type == "cuda":
@@ -172,4 +173,4 @@ def auto_compute_type(device: torch.device, supported: set[str], model: Optional
         return wanted if wanted in supported else "float32"
     if "bfloat16" not in supported:
         return "float32"
-    return COMPUTE_TYPES[resolve_precision(Precision.AUTO, device, model=model)]
+    return COMPUTE_TYPES[resolve_precision(Precision.AUTO, device, timing=translation_timing(model))]

@@ -22,6 +22,7 @@ from nmt.files import read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import Hypothesis, search
+from nmt.timing import translation_timing
 from nmt.tokenizer import Tokenizer, load_tokenizer
 from nmt.vocab import EOS, PAD
 
@@ -127,7 +128,7 @@ class Translator(BatchTranslator):
         paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
         ckpts = [checkpoint.load(p) for p in paths]
         check_models_fit(ckpts, paths)
-        precision = resolve_precision(precision, self.device, model=ckpts[0].model_config)
+        precision = resolve_precision(precision, self.device, timing=translation_timing(ckpts[0].model_config))
         self.search_cfg = (search_cfg.validate() if isinstance(search_cfg, SearchConfig)
                            else search_cfg.apply(ckpts[0].search.apply()))
         models = [prepare_model(c.build_model(p), precision, self.device, pack=pack) for c, p in zip(ckpts, paths)]

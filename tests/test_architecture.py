@@ -162,7 +162,8 @@ def test_no_import_cycles():
     ("nmt.config", {"nmt.model", "nmt.device"}),
     # The user's cache is a base layer; the device layer times shapes, not models.
     ("nmt.cache", {"nmt.config", "nmt.files", "nmt.device", "nmt.model", "nmt.checkpoint"}),
-    ("nmt.device", {"nmt.model", "nmt.kernels", "nmt.translate", "nmt.checkpoint"}),
+    ("nmt.device", {"nmt.model", "nmt.kernels", "nmt.translate", "nmt.checkpoint", "nmt.timing"}),
+    ("nmt.timing", {"nmt.translate", "nmt.engine", "nmt.train", "nmt.trainer", "nmt.checkpoint"}),
     # Each engine knows nothing of the choice between them; the choice knows nothing of the commands.
     ("nmt.translate", {"nmt.export", "nmt.conversions", "nmt.engine"}),
     ("nmt.export", {"nmt.conversions", "nmt.engine"}),

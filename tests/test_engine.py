@@ -18,7 +18,7 @@ import torch
 
 from conftest import SAMPLE_DIR
 from nmt import checkpoint
-from nmt.config import InferenceConfig, Overrides, Precision, SearchConfig
+from nmt.config import InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig
 from nmt.errors import ConfigError
 from nmt.progress import Progress
 from nmt.translate import Translator
@@ -357,10 +357,10 @@ def test_compute_types(precision, supported, expected):
 def test_auto_compute_type_follows_the_timing(monkeypatch, supported, timed, expected):
     calls = []
 
-    def resolve(requested, device, training=False, model=None):
+    def resolve(requested, device, training=False, timing=None):
         calls.append(requested)
         return Precision(timed)
 
     monkeypatch.setattr(engines, "resolve_precision", resolve)
-    assert engines.auto_compute_type(torch.device("cpu"), supported, None) == expected
+    assert engines.auto_compute_type(torch.device("cpu"), supported, ModelConfig(vocab_size=100)) == expected
     assert calls == ([Precision.AUTO] if "bfloat16" in supported else [])
