@@ -419,7 +419,7 @@ def ctranslate2_options(cfg: SearchConfig, suppress_specials: bool = False) -> d
     if cfg.sampling:
         return dict(beam_size=1, num_hypotheses=cfg.nbest, sampling_topk=cfg.topk, sampling_topp=cfg.topp,
                     sampling_temperature=cfg.temperature, length_penalty=NO_PENALTY, **common)
-    options = dict(beam_size=cfg.beam, num_hypotheses=cfg.beam, length_penalty=NO_PENALTY, **common)
+    options: dict[str, Any] = dict(beam_size=cfg.beam, num_hypotheses=cfg.beam, length_penalty=NO_PENALTY, **common)
     if suppress_specials:
         options["suppress_sequences"] = [[SPECIAL_TOKENS[PAD]], [SPECIAL_TOKENS[BOS]]]
     return options
@@ -429,7 +429,7 @@ def rank_hypotheses(hyps: list[Hypothesis], cfg: SearchConfig) -> list[Hypothesi
     """A sentence's hypotheses (log-probabilities, EOS included; score unset) scored and ranked as nmt's
     search ranks them: scores with nmt's length penalty; beam search keeps the K likeliest, then the
     nbest best by score."""
-    scored = [Hypothesis(h.tokens, h.log_prob / length_penalty(len(h.tokens) + 1, cfg.lenpen, cfg.lenpen_type),
+    scored = [Hypothesis(h.tokens, h.log_prob / float(length_penalty(len(h.tokens) + 1, cfg.lenpen, cfg.lenpen_type)),
                          h.log_prob) for h in hyps]
     if cfg.sampling:
         return sorted(scored, key=lambda h: -h.score)
@@ -441,7 +441,8 @@ class Fallback:
     makes): it searches the sentences that CTranslate2 cannot search as nmt does."""
 
     def __init__(self, make: Callable[[], BatchTranslator]):
-        self.make, self.engine, self.sentences = make, None, 0
+        self.make, self.sentences = make, 0
+        self.engine: Optional[BatchTranslator] = None
 
     def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig) -> list[list[Hypothesis]]:
         if self.engine is None:
@@ -518,7 +519,7 @@ class CTranslate2Translator(BatchTranslator):
         rescore: list[tuple[int, int]] = []  # (sentence, hypothesis) to score with nmt's forced EOS
         beam = not cfg.sampling and cfg.beam > 1
         for row, (limit, res) in enumerate(zip(limits, out)):
-            hyps = []
+            hyps: list[Hypothesis] = []
             for tokens, log_prob in zip(res.hypotheses, res.scores):
                 ids = [self.ids[t] for t in tokens]
                 ended = bool(ids) and ids[-1] == EOS
@@ -545,7 +546,7 @@ class CTranslate2Translator(BatchTranslator):
             for (row, j), res in zip(rescore, scored):
                 results[row][j] = Hypothesis(results[row][j].tokens, 0.0, float(sum(res.log_probs)))
         ranked = [rank_hypotheses(dedupe(hyps), cfg) for hyps in results]
-        if again:
+        if again and self.fallback is not None:
             rows = sorted(again)
             redone = self.fallback.search_batch([encoded[row] for row in rows], [keys[row] for row in rows], cfg)
             for row, hyps in zip(rows, redone):
