@@ -8,6 +8,7 @@ session would make every trained fixture, and every test with a threshold on it,
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -43,12 +44,7 @@ def torch_threads(n: int) -> Iterator[None]:
 # leave nothing in the real one and find nothing there.
 CACHE = tempfile.mkdtemp(prefix="nmt-test-cache-")
 os.environ["NMT_CACHE_DIR"] = CACHE
-
-
-@pytest.fixture(autouse=True, scope="session")
-def private_cache() -> Iterator[str]:
-    yield CACHE
-    shutil.rmtree(CACHE, ignore_errors=True)
+atexit.register(shutil.rmtree, CACHE, ignore_errors=True)  # also when the session never starts
 
 
 @pytest.fixture(autouse=True, scope="session")
