@@ -1,24 +1,30 @@
-"""`nmt serve` under concurrent load: throughput and latency with 1, 8, 32 and 128 clients, each sending one
-sentence per request, against offline `nmt translate` of the same sentences in the same run.
+"""`nmt serve` under concurrent load, over both engines side by side: throughput and latency with 1 and 32
+clients (by default), each sending one sentence per request, against offline `nmt translate` of the same
+sentences with the same engine, in the same run.
 
 Run by hand (results go to docs/commands/serve.md):
 
-    .venv/bin/python benchmarks/serve_load.py --model multi30k-run/en-de/averaged.pt \\
-        --sentences 300 --clients 1 32 --threads 1 --rounds 5 [--baseline ../nmt-before]
+    .venv/bin/python benchmarks/serve_load.py --model run/averaged.pt --src test.en \\
+        --sentences 300 --clients 1 32 --engines torch ctranslate2 --threads 1 --rounds 3
 
-Loopback traffic only (127.0.0.1, a port chosen at random); the benchmark starts the server itself and
-stops it at the end. Each client loops over its share of the sentences, one POST /v1/translate at a time,
-so a level of C clients keeps C requests in flight. The server and offline translation run with the same
-search (beam 4, lenpen 0.6) and the same torch threads; the outputs are compared line by line.
+Loopback traffic only (127.0.0.1, a port chosen at random); the benchmark starts the servers itself and
+stops them at the end. Each client loops over its share of the sentences, one POST /v1/translate at a time,
+so a level of C clients keeps C requests in flight. The servers and offline translation run with the same
+search (nmt's defaults: beam 4, GNMT 0.6) and threads; the outputs are compared line by line.
 
-Two more columns explain the figures: the mean batch the server formed (from its /metrics), and the
-model alone (no HTTP, no queue, in another process) translating chunks of C lines, the most a server can
-reach when C closed-loop clients never let a batch hold more than C lines.
+Columns that explain the figures: the mean batch the server formed (from its /metrics); the model alone (no
+HTTP, no queue, in another process) translating chunks of C lines, the most a server can reach when C
+closed-loop clients never let a batch hold more than C lines; and CTranslate2 used directly on one
+sentence at a time (translate_batch of one sentence, BPE included), the latency to compare 1 client with.
 
-`--baseline DIR` serves the same model from an older source tree too (DIR holds its `nmt` package), and
-`--rounds N` repeats the offline run and every level N times, the servers taking turns within each round
-(in alternating order), so that a shared machine's load weighs on both alike; figures are medians over
-the rounds, "vs offline" against the offline run of the same round.
+`--batching`: also, in one process and without HTTP, C closed-loop client threads served by nmt's batcher
+over the CTranslate2 engine, against the same clients each calling CTranslate2's translate_batch themselves
+(its own queue: one job per call, no merging across calls, with one thread as the engine has).
+
+`--baseline DIR` serves the torch engine from an older source tree too (DIR holds its `nmt` package), and
+`--rounds N` repeats the offline runs and every level N times, the servers taking turns within each round
+(in alternating order), so that a shared machine's load weighs on all alike; figures are medians over
+the rounds, "vs offline" against the offline run of the same engine in the same round.
 """
 
 from __future__ import annotations
@@ -52,11 +58,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def offline(model: Path, sentences: list[str], threads: int) -> tuple[float, list[str]]:
-    """Seconds and output of `nmt translate` over all sentences (model loading excluded: timed from the
-    first byte written to the last line read, with the model already loaded by a warm-up line)."""
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "-m", str(model), "--threads", str(threads)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def offline(model: Path, sentences: list[str], threads: int, engine: str, tree: Path | None = None) -> tuple[float, list[str]]:
+    """Seconds and output of `nmt translate --engine ENGINE` over all sentences (model loading excluded: timed
+    from the first byte written to the last line read, with the model already loaded by a warm-up line)."""
+    proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "-m", str(model), "--threads", str(threads),
+                             *(["--engine", engine] if tree is None else [])],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=tree_env(tree))
     proc.stdin.write("warm up\n")
     proc.stdin.flush()
     proc.stdout.readline()
@@ -69,16 +77,23 @@ def offline(model: Path, sentences: list[str], threads: int) -> tuple[float, lis
     return seconds, out
 
 
+def tree_env(tree: Path | None) -> dict:
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH")) if p)
+    return env
+
+
 MODEL_ALONE = """
 import sys, time, torch
 from pathlib import Path
-from nmt.search import SearchConfig
-from nmt.translate import Translator
+from nmt.config import InferenceConfig, Overrides, SearchConfig
+from nmt.engine import open_engine
 torch.set_num_threads(int(sys.argv[2]))
-tr = Translator([Path(sys.argv[1])], SearchConfig(beam=4, lenpen=0.6), device="cpu", progress=lambda p: None)
+tr = open_engine([Path(sys.argv[1])], Overrides(SearchConfig), Overrides(InferenceConfig, {"engine": sys.argv[3], "threads": int(sys.argv[2])}))
 lines = sys.stdin.read().splitlines()
 tr.translate_chunk(lines[:8])
-for size in map(int, sys.argv[3:]):
+for size in map(int, sys.argv[4:]):
     start = time.perf_counter()
     for i in range(0, len(lines), size):
         tr.translate_chunk(lines[i : i + size])
@@ -86,12 +101,96 @@ for size in map(int, sys.argv[3:]):
 """
 
 
-def model_alone(model: Path, sentences: list[str], sizes: list[int], threads: int) -> dict[int, float]:
-    """Sentences/s of the model itself (no HTTP, no queue) translating chunks of `size` lines: the most a
+def model_alone(model: Path, sentences: list[str], sizes: list[int], threads: int, engine: str) -> dict[int, float]:
+    """Sentences/s of the engine itself (no HTTP, no queue) translating chunks of `size` lines: the most a
     server can reach when its batches hold `size` lines (C closed-loop clients never fill more than C)."""
-    out = subprocess.run([sys.executable, "-c", MODEL_ALONE, str(model), str(threads), *map(str, sizes)],
+    out = subprocess.run([sys.executable, "-c", MODEL_ALONE, str(model), str(threads), engine, *map(str, sizes)],
                          input="\n".join(sentences), capture_output=True, text=True, check=True).stdout
     return {int(size): float(rate) for size, rate in (line.split() for line in out.splitlines())}
+
+
+CT2_ONE = """
+import statistics, sys, time
+from pathlib import Path
+import ctranslate2
+from nmt.conversions import converted
+from nmt.export import ctranslate2_vocabulary, read_meta
+from nmt.tokenizer import load_tokenizer, read_files
+folder = converted(Path(sys.argv[1]))
+tok = load_tokenizer(read_files(folder, read_meta(folder).get("tokenizer")), str(folder))
+vocab = ctranslate2_vocabulary(tok)
+tr = ctranslate2.Translator(str(folder), compute_type=sys.argv[3], intra_threads=int(sys.argv[2]))
+lines = sys.stdin.read().splitlines()
+times = []
+for i, line in enumerate(lines):
+    start = time.perf_counter()
+    pieces = [vocab[t] for t in tok.encode([line], side="source")[0]]
+    out = tr.translate_batch([pieces], beam_size=4, length_penalty=0.6, max_decoding_length=int(1.5 * len(pieces)) + 11)
+    tok.decode([[vocab.index(t) for t in out[0].hypotheses[0]]])
+    if i >= 8:  # after a warm-up
+        times.append(time.perf_counter() - start)
+print(statistics.median(times))
+"""
+
+
+def ct2_one_sentence(model: Path, sentences: list[str], threads: int, compute_type: str = "float32") -> float:
+    """Median seconds of CTranslate2 used directly on one sentence (BPE in and out included), beam 4."""
+    out = subprocess.run([sys.executable, "-c", CT2_ONE, str(model), str(threads), compute_type],
+                         input="\n".join(sentences), capture_output=True, text=True, check=True).stdout
+    return float(out.split()[-1])
+
+
+BATCHING = """
+import json, statistics, sys, threading, time, asyncio
+from pathlib import Path
+from nmt.config import InferenceConfig, Overrides, SearchConfig, ServeConfig
+from nmt.engine import open_engine
+from nmt.serve.batching import Batcher
+from nmt.serve.engine import translate_function
+model, threads, clients = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+lines = sys.stdin.read().splitlines()
+engine = open_engine([model], Overrides(SearchConfig), Overrides(InferenceConfig, {"engine": "ctranslate2", "threads": threads}))
+engine.translate_chunk(lines[:8])
+
+def closed_loop(call):
+    latencies, lock = [], threading.Lock()
+    def client(k):
+        for i in range(k, len(lines), clients):
+            t0 = time.perf_counter()
+            call(lines[i])
+            with lock:
+                latencies.append(time.perf_counter() - t0)
+    start = time.perf_counter()
+    workers = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for w in workers: w.start()
+    for w in workers: w.join()
+    q = statistics.quantiles(latencies, n=100)
+    return {"sentences_per_s": len(lines) / (time.perf_counter() - start), "p50": q[49], "p99": q[98]}
+
+# CTranslate2's own queue: each client calls translate_batch with its sentence (one job per call)
+def direct(line):
+    encoded = engine.encode([line], 0)
+    engine.search_batch(encoded, [0])
+results = {"ctranslate2 queue": closed_loop(direct)}
+
+# nmt's batcher: requests merged into chunks by one worker thread
+loop = asyncio.new_event_loop()
+threading.Thread(target=loop.run_forever, daemon=True).start()
+batcher = Batcher(translate_function(engine), ServeConfig(max_batch_sentences=128))
+batcher.start()
+def batched(line):
+    async def submit():
+        return await batcher.submit([line], engine.search_cfg).future
+    asyncio.run_coroutine_threadsafe(submit(), loop).result()
+results["nmt batcher"] = closed_loop(batched)
+print(json.dumps(results))
+"""
+
+
+def compare_batching(model: Path, sentences: list[str], threads: int, clients: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", BATCHING, str(model), str(threads), str(clients)],
+                         input="\n".join(sentences), capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
 
 
 def batch_stats(url: str) -> tuple[float, float]:
@@ -134,16 +233,14 @@ def load(url: str, sentences: list[str], clients: int) -> dict:
             "outputs": [results.get(i) for i in range(len(sentences))]}
 
 
-def start_server(args, tree: Path | None) -> tuple[subprocess.Popen, str]:
-    """`nmt serve` (from the source tree `tree`, else this one) on a free port; (process, url) once ready."""
+def start_server(args, engine: str, tree: Path | None) -> tuple[subprocess.Popen, str]:
+    """`nmt serve --engine ENGINE` (from the source tree `tree`, else this one) on a free port; (process, url)
+    once ready."""
     port = free_port()
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH")) if p)
     server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(args.model), "--port", str(port),
                                "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms),
-                               "--quiet-ms", str(args.quiet_ms)],
-                              stderr=subprocess.DEVNULL, env=env, cwd=tree)
+                               "--quiet-ms", str(args.quiet_ms), *(["--engine", engine] if tree is None else [])],
+                              stderr=subprocess.DEVNULL, env=tree_env(tree), cwd=tree)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while True:
@@ -154,7 +251,7 @@ def start_server(args, tree: Path | None) -> tuple[subprocess.Popen, str]:
             pass
         if time.monotonic() > deadline or server.poll() is not None:
             server.terminate()
-            sys.exit(f"the server ({tree or 'this tree'}) did not start")
+            sys.exit(f"the {engine} server ({tree or 'this tree'}) did not start")
         time.sleep(0.2)
 
 
@@ -162,28 +259,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with test_2016_flickr.en.gz")
+    ap.add_argument("--src", type=Path, help="source sentences (default DATA/test_2016_flickr.en.gz)")
     ap.add_argument("--sentences", type=int, default=1000)
-    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--engines", nargs="+", default=["torch", "ctranslate2"], choices=["torch", "ctranslate2"])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-wait-ms", type=float, default=50.0)
     ap.add_argument("--quiet-ms", type=float, default=5.0)
     ap.add_argument("--alone-sentences", type=int, default=256, help="sentences for the model-alone column")
-    ap.add_argument("--baseline", type=Path, help="folder holding an older `nmt` package: its server runs too")
+    ap.add_argument("--batching", action="store_true", help="also compare nmt's batcher with CTranslate2's own queue")
+    ap.add_argument("--baseline", type=Path, help="folder holding an older `nmt` package: its (torch) server runs too")
     ap.add_argument("--rounds", type=int, default=1, help="repeat everything; medians over the rounds")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
-    sentences = read_sentences(args.data / "test_2016_flickr.en.gz", args.sentences)
-    trees: dict[str, Path | None] = {"nmt": None}
+    sentences = read_sentences(args.src or args.data / "test_2016_flickr.en.gz", args.sentences)
+    if "ctranslate2" in args.engines:
+        from nmt.conversions import converted
+
+        converted(args.model)  # made before the servers start, as a second use finds it
+    plans: dict[str, tuple[str, Path | None]] = {engine: (engine, None) for engine in args.engines}
     if args.baseline:
-        trees["nmt@base"] = args.baseline.resolve()
-    servers = {name: start_server(args, tree) for name, tree in trees.items()}
+        plans["torch@base"] = ("torch", args.baseline.resolve())
+    servers = {name: start_server(args, engine, tree) for name, (engine, tree) in plans.items()}
     runs: dict[tuple[str, int], list[dict]] = {(name, c): [] for name in servers for c in args.clients}
-    offline_rates, offline_out = [], []
+    offline_rates: dict[str, list[float]] = {name: [] for name in servers}
     try:
         for r in range(args.rounds):
-            offline_s, offline_out = offline(args.model, sentences, args.threads)
-            offline_rates.append(len(sentences) / offline_s)
+            outputs = {}
+            for name, (engine, tree) in plans.items():
+                offline_s, outputs[name] = offline(args.model, sentences, args.threads, engine, tree)
+                offline_rates[name].append(len(sentences) / offline_s)
             for c in args.clients:
                 for name in (list(servers) if r % 2 == 0 else list(servers)[::-1]):
                     url = servers[name][1]
@@ -191,38 +297,51 @@ def main() -> None:
                     row = load(url + "/v1/translate", sentences, c)
                     after = batch_stats(url)
                     row["mean_batch"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
-                    row["vs_offline"] = row["sentences_per_s"] / offline_rates[-1]
-                    row["same"] = sum(a == b for a, b in zip(row.pop("outputs"), offline_out))
+                    row["vs_offline"] = row["sentences_per_s"] / offline_rates[name][-1]
+                    row["same"] = sum(a == b for a, b in zip(row.pop("outputs"), outputs[name]))
+                    row["same_as_torch"] = sum(a == b for a, b in zip(outputs[name], outputs[args.engines[0]]))
                     runs[name, c].append(row)
     finally:
         for server, _ in servers.values():
             server.terminate()
             server.wait(timeout=120)
 
-    alone = model_alone(args.model, sentences[: args.alone_sentences], args.clients, args.threads)
-    offline_rate = statistics.median(offline_rates)
+    alone = {engine: model_alone(args.model, sentences[: args.alone_sentences], args.clients, args.threads, engine)
+             for engine in args.engines}
+    one = ct2_one_sentence(args.model, sentences[: args.alone_sentences], args.threads)
     rows = []
     for (name, c), found in runs.items():
         row = {k: statistics.median(x[k] for x in found)
                for k in ("sentences_per_s", "vs_offline", "p50", "p95", "p99", "mean_batch", "seconds")}
         row.update(server=name, clients=c, errors=sum(x["errors"] for x in found), same=min(x["same"] for x in found),
-                   model_alone=alone[c])
+                   model_alone=alone.get(name, {}).get(c), offline=statistics.median(offline_rates[name]))
         rows.append(row)
-    print(f"offline `nmt translate`: {len(sentences)} sentences at {offline_rate:.1f} sentences/s (median of "
-          f"{args.rounds} round(s): {', '.join(f'{x:.1f}' for x in offline_rates)}; threads {args.threads}, "
-          f"{os.cpu_count()} CPUs)")
-    print("| server | clients | sentences/s | vs offline | vs 1 client | p50 ms | p95 ms | p99 ms | errors "
-          "| same output as offline | mean batch | model alone, batches of C lines |")
+    for name, rates in offline_rates.items():
+        print(f"offline `nmt translate` ({name}): {len(sentences)} sentences at {statistics.median(rates):.1f} "
+              f"sentences/s (median of {args.rounds} round(s): {', '.join(f'{x:.1f}' for x in rates)})")
+    print(f"CTranslate2 used directly, one sentence (float32, beam 4, BPE included): median {one * 1000:.0f} ms; "
+          f"threads {args.threads}, {os.cpu_count()} CPUs")
+    print("| server | clients | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | p50 / CTranslate2's one sentence "
+          "| errors | same output as offline | mean batch | engine alone, batches of C lines |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in rows:
-        one = next((x for x in rows if x["server"] == r["server"] and x["clients"] == 1), r)
+        alone_rate = f"{r['model_alone']:.1f} ({r['model_alone'] / r['offline']:.0%})" if r["model_alone"] else ""
         print(f"| {r['server']} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['vs_offline']:.0%} | "
-              f"{r['sentences_per_s'] / one['sentences_per_s']:.1f}x | {r['p50'] * 1000:.0f} | {r['p95'] * 1000:.0f} | "
-              f"{r['p99'] * 1000:.0f} | {r['errors']} | {r['same']}/{len(sentences)} | {r['mean_batch']:.1f} | "
-              f"{alone[r['clients']]:.1f} ({alone[r['clients']] / offline_rate:.0%}) |")
+              f"{r['p50'] * 1000:.0f} | {r['p95'] * 1000:.0f} | {r['p99'] * 1000:.0f} | {r['p50'] / one:.1f}x | "
+              f"{r['errors']} | {r['same']}/{len(sentences)} | {r['mean_batch']:.1f} | {alone_rate} |")
+    batching = {}
+    if args.batching:
+        batching = {c: compare_batching(args.model, sentences, args.threads, c) for c in args.clients if c > 1}
+        print()
+        print("| clients | batching | sentences/s | p50 ms | p99 ms |")
+        print("|---:|---|---:|---:|---:|")
+        for c, found in batching.items():
+            for how, m in found.items():
+                print(f"| {c} | {how} | {m['sentences_per_s']:.1f} | {m['p50'] * 1000:.0f} | {m['p99'] * 1000:.0f} |")
     if args.json:
         args.json.write_text(json.dumps({"offline_rates": offline_rates, "sentences": len(sentences),
-                                         "rounds": args.rounds, "rows": rows}, indent=2) + "\n")
+                                         "ct2_one_sentence_s": one, "rounds": args.rounds, "rows": rows,
+                                         "batching": batching}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

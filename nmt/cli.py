@@ -535,9 +535,10 @@ def translate_command(
     gzip, bzip2, xz; -o NAME.gz writes gzip)."""
     from nmt.attention import pharaoh
     from nmt.console import message_logger, progress_wanted, translation_progress
+    from nmt.engine import Needs, open_engine
     from nmt.errors import ConfigError
     from nmt.files import atomic_write, check_input_file, check_output_file, count_lines, open_input
-    from nmt.translate import Translator, format_nbest, read_chunks
+    from nmt.translate import format_nbest, read_chunks
 
     check_distinct("--model", model)
     if output:
@@ -553,12 +554,12 @@ def translate_command(
         require_matplotlib()  # fail before translating anything
     if (attention or alignments) and len(model) > 1:
         raise ConfigError("--attention and --alignments read one model's attention; give one --model, not an ensemble")
-    translator = Translator.open(model, search, options, progress=log)
-    nbest = translator.search_cfg.nbest
     # A bar (sentences/s, time left) for a file on a terminal; a pipe or a log gets only warnings.
     total = count_lines(input) if input and input.is_file() and progress_wanted() else None
-    stream = open_input(input) if input else stdin_bytes()
+    stream = open_input(input) if input else stdin_bytes()  # a missing input fails before the model loads
     try:
+        translator = open_engine(model, search, options, progress=log, needs=Needs(alignments, attention is not None))
+        nbest = translator.search_cfg.nbest
         with atomic_write(output, "w") if output else contextlib.nullcontext() as out_file, \
                 translation_progress(total) as report:
             write = out_file.write if output else write_stdout
@@ -601,11 +602,12 @@ def eval_command(
     compare systems with paired bootstrap resampling. Text may be gzip, bzip2 or xz; --save-hyp NAME.gz writes gzip."""
     from nmt.config import INT_MAX, check_range, flag_of
     from nmt.console import message_logger, translation_progress
+    from nmt.engine import open_engine
     from nmt.errors import ConfigError, InputError
     from nmt.evaluate import check_parallel, paired_bootstrap, reference_sets, score, ter_left_out, to_json
     from nmt.files import atomic_write, check_output_file, read_lines
     from nmt.progress import Progress
-    from nmt.translate import Translator, translate_file
+    from nmt.translate import translate_file
 
     if paired_bs_n is not None and not paired_bs:
         raise ConfigError("--paired-bs-n only applies with --paired-bs; add --paired-bs or drop --paired-bs-n")
@@ -637,7 +639,7 @@ def eval_command(
         sources = list(read_lines(src))
         check_parallel(sources, refs[0], str(src), ref_names[0])
         set_threads(options.threads)
-        translator = Translator.open(model, search_cfg, options, progress=message_logger())
+        translator = open_engine(model, search, options, progress=message_logger())
         with translation_progress(len(sources)) as report:
             translator.progress = report
             translations = translate_file(translator, None, sources)
@@ -804,8 +806,8 @@ def serve_command(
     from nmt.config import check_range
     from nmt.console import message_logger
     from nmt.progress import Progress
+    from nmt.engine import open_engine
     from nmt.serve import check_files, listen, model_info, require_web_stack, serve
-    from nmt.translate import Translator
 
     require_web_stack()
     check_distinct("--model", model)
@@ -816,8 +818,8 @@ def serve_command(
     set_threads(options.threads)
     sock = listen(host, port)
     log = message_logger()  # the server's log: messages, not each batch's progress
-    translator = Translator.open(model, search, options, progress=log)
-    serve(translator, model_info(model, translator), cfg, sock, log=lambda message: log(Progress("serve", message=message)))
+    engine = open_engine(model, search, options, progress=log)
+    serve(engine, model_info(model, engine), cfg, sock, log=lambda message: log(Progress("serve", message=message)))
 
 
 @command("export", epilog="Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model")

@@ -387,7 +387,7 @@ class TrainConfig:
     log_interval: int = option(10, "Updates between progress reports.", low=1, high=INT_MAX)
     seed: int = option(1, "Random seed (weights, batches, dropout).", low=0, high=INT_MAX)
     precision: Precision = option(Precision.AUTO, "auto (CUDA: bf16, or fp16 with loss scaling; CPU: bf16 where "
-                                  "native and d_model >= 512, else fp32), fp32, bf16 or fp16.",
+                                  "native and faster for the model, timed once, else fp32), fp32, bf16 or fp16.",
                                   choices=TRAINING_PRECISIONS)
     max_bad_updates: int = option(5, "Stop after this many updates in a row with a NaN/inf loss (each is skipped).",
                                   low=1, high=INT_MAX)
@@ -447,10 +447,14 @@ class SearchConfig:
 class InferenceConfig:
     """Where and how fast a model translates: device, threads, number format, batch sizes."""
 
+    engine: Literal["auto", "torch", "ctranslate2"] = option(
+        "auto", "torch; ctranslate2 (pip install 'nmt-toolkit[ct2]'; the model is converted once, into the user's cache); "
+        "auto: ctranslate2 where installed and able to do what is asked, else torch (stderr says which and why).")
     gpus: int = option(0, "GPUs to use (0: CPU; translation runs on one).", low=0, high=INT_MAX)
-    threads: int = option(0, "CPU threads for torch (0: torch's default).", low=0, high=MAX_THREADS)
+    threads: int = option(0, "CPU threads of the engine (0: torch's default).", low=0, high=MAX_THREADS)
     precision: Precision = option(Precision.FP32, "fp32; fp16 (GPU); bf16 (GPU, or a CPU with native bf16); int8 "
-                                  "(CPU, same as --int8); auto: the fastest this device has.")
+                                  "(CPU, same as --int8); auto: fp32 or bf16, whichever runs the model faster here "
+                                  "(timed once, kept in the user's cache).")
     int8: bool = option(False, "CPU: dynamic int8 quantisation of the linear layers (same as --precision int8).",
                         flag="--int8")
     # serve's --max-batch-tokens/--max-batch-sentences: the same batches, named as a server's

@@ -4,11 +4,19 @@ training and translation alike."""
 from __future__ import annotations
 
 import contextlib
+import json
+import math
+import platform
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import torch
 
+from nmt.cache import cache_folder, locked
 from nmt.config import TRAINING_PRECISIONS, Precision
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, NmtError, OutputError
+from nmt.files import atomic_write
 
 
 def select_device(gpus: int) -> torch.device:
@@ -36,12 +44,6 @@ def native_bf16() -> bool:
         return torch.cuda.is_bf16_supported()
 
 
-# bf16 pays on the CPU only where the matrix products dominate an update: on a Zen 4 EPYC (AVX512_BF16) a
-# 1024 x 1024 bf16 product ran at 2.6x the fp32 rate, yet the multi30k preset (d_model 128) trained
-# 8% slower in bf16 than in fp32, its time going to casts and small elementwise work (issue 15).
-CPU_BF16_MIN_D_MODEL = 512
-
-
 def native_cpu_bf16() -> bool:
     """Whether this CPU computes in bfloat16 natively (AVX512_BF16 or AMX), as torch's kernels detect it.
 
@@ -58,14 +60,25 @@ def native_cpu_bf16() -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Timing:
+    """What `--precision auto` times on the CPU (`nmt.timing` makes these from the model itself): `shape`
+    names it in the cache; `run(precision)` runs one pass in that precision (the first call of each may set
+    up, untimed)."""
+
+    shape: str
+    run: Callable[[Precision], None]
+
+
 def resolve_precision(requested: Precision | str, device: torch.device, *, training: bool = False,
-                      d_model: int = 0) -> Precision:
+                      timing: Optional[Timing] = None) -> Precision:
     """The number format a command runs in on `device`, from the one requested (auto included): the one
     place that decides it, for training (`training`) and translation alike.
 
-    auto: on CUDA bf16 where the GPU has it natively, else fp16; on the CPU, for training, bf16 only for a
-    native-bf16 CPU and a model at least CPU_BF16_MIN_D_MODEL wide (`d_model`), else fp32; for
-    translation fp32. fp16 needs CUDA; int8 (dynamic quantisation) is for translation on the CPU.
+    auto: on CUDA bf16 where the GPU has it natively, else fp16; on the CPU bf16 where the CPU has it
+    natively and, timed on this machine (`timing`: the model's own layers, see `fastest_cpu_precision`),
+    it is faster than fp32; fp32 otherwise (and without a `timing`). fp16 needs CUDA; int8 (dynamic
+    quantisation) is for translation on the CPU.
     """
     try:
         requested = Precision(requested)
@@ -76,8 +89,9 @@ def resolve_precision(requested: Precision | str, device: torch.device, *, train
     if requested is Precision.AUTO:
         if cuda:
             return Precision.BF16 if native_bf16() else Precision.FP16
-        wide = native_cpu_bf16() and d_model >= CPU_BF16_MIN_D_MODEL
-        return Precision.BF16 if training and wide else Precision.FP32
+        if timing is None or not native_cpu_bf16():
+            return Precision.FP32
+        return fastest_cpu_precision(timing, training)
     if training and requested is Precision.INT8:
         raise ConfigError("--precision int8 (dynamic quantisation) is for translation; for training use one of "
                           + ", ".join(TRAINING_PRECISIONS))
@@ -92,6 +106,84 @@ def resolve_precision(requested: Precision | str, device: torch.device, *, train
         raise ConfigError("--precision bf16: this GPU has no bfloat16 support; use --precision fp16"
                           + (" or auto" if training else ""))
     return requested
+
+
+# -- timing fp32 against bf16 on the CPU ------------------------------------------------------------
+# Whether bf16 pays on a CPU depends on the CPU and on the model, and the speed of a matrix product says
+# little: on a Zen 4 EPYC (AVX512_BF16) a 1024 x 1024 bf16 product ran at 2.6x the fp32 rate, yet the
+# multi30k preset (d_model 128) trained 8% slower in bf16 than in fp32, its time going to casts and small
+# elementwise work (issue 15); on a CPU with AMX that model's products ran 2-5x faster in bf16 and it still
+# trained 1.6x slower (the loss over the vocabulary, fused in fp32, is not under autocast), while the
+# `small` preset trained faster. So auto times the model itself (`nmt.timing`), once per machine and
+# shape, and keeps the result in the user's cache.
+
+BF16_MARGIN = 0.9  # bf16 rounds: it is chosen only when at least 10% faster than fp32
+TIMING_BUDGET = 0.1  # seconds per format, beyond one warm-up pass and one timed one
+TIMINGS_FILE = "timings.json"
+
+
+def fastest_cpu_precision(timing: Timing, training: bool) -> Precision:
+    """fp32 or bf16, whichever runs `timing` faster on this CPU (bf16 only when at least 1/BF16_MARGIN
+    times faster): timed once per machine (CPU model, torch version, threads) and shape, then read from
+    the user's cache (a cache that cannot be written is only not used)."""
+    key = timing_key(timing.shape, training)
+    try:
+        folder = cache_folder("precision")
+    except OutputError:
+        return choose(time_alternately(timing.run))
+    with locked(folder / ".lock"):  # several processes at once (ranks of one run): one times, the others read
+        path = folder / TIMINGS_FILE
+        try:
+            known = json.loads(path.read_text(encoding="utf-8"))
+            assert isinstance(known, dict)
+        except (OSError, ValueError, AssertionError):  # missing, or damaged: timed again
+            known = {}
+        entry = known.get(key)
+        if not (isinstance(entry, dict) and all(isinstance(entry.get(p), float) for p in ("fp32", "bf16"))):
+            entry = {p.value: seconds for p, seconds in time_alternately(timing.run).items()}
+            known[key] = entry
+            with contextlib.suppress(NmtError):  # a full disk: the timing holds for this run anyway
+                with atomic_write(path, "w") as f:
+                    f.write(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    return choose({Precision.FP32: entry["fp32"], Precision.BF16: entry["bf16"]})
+
+
+def choose(seconds: dict[Precision, float]) -> Precision:
+    return Precision.BF16 if seconds[Precision.BF16] < BF16_MARGIN * seconds[Precision.FP32] else Precision.FP32
+
+
+def timing_key(shape: str, training: bool) -> str:
+    """What a timing depends on: the machine, torch, the threads and the model's shape."""
+    return (f"{cpu_name()} | {torch.backends.cpu.get_cpu_capability()} | torch {torch.__version__} | "
+            f"{torch.get_num_threads()} threads | {'training' if training else 'translation'} {shape}")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), or what the platform says."""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def time_alternately(run: Callable[[Precision], None], budget: float = TIMING_BUDGET) -> dict[Precision, float]:
+    """Seconds of one `run` in fp32 and in bf16: the best of the passes, taken in turns (so that other work on
+    the machine weighs on both alike) after one untimed pass of each, for about `budget` seconds each."""
+    formats = (Precision.FP32, Precision.BF16)
+    best = {p: math.inf for p in formats}
+    for precision in formats:
+        run(precision)  # set-up and warm-up: kernels chosen, buffers allocated
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < 1 or time.perf_counter() - start < 2 * budget:
+        for precision in formats:
+            t0 = time.perf_counter()
+            run(precision)
+            best[precision] = min(best[precision], time.perf_counter() - t0)
+        rounds += 1
+    return best
 
 
 def precision_warning(precision: Precision | str, device: torch.device) -> str:

@@ -21,30 +21,35 @@ Conversion is CTranslate2's own protocol: `ctranslate2_converter` is a `ctransla
 whose `_load` returns the spec, and `Converter.convert` validates, quantizes and saves it.
 `export_ctranslate2` runs it into a new folder beside OUT and renames that into place when complete.
 
-Search: CTranslate2 ranks finished hypotheses by log P / len^alpha where len excludes EOS by default;
-nmt's `--lenpen-type power` counts EOS (as fairseq does). `ctranslate2_options` returns the
-`translate_batch` options under which CTranslate2 searches exactly as nmt does (return_end_token=True
-makes it count EOS); see docs/benchmarks-translate.md.
+Search: `ctranslate2_options` returns the `translate_batch` options under which CTranslate2 searches as
+nmt does, and `CTranslate2Translator` ranks what it returns with nmt's own length penalty (GNMT or
+power), so that both engines give the same translations (see `ctranslate2_options` for the one case
+where CTranslate2 cannot: a beam search that reaches its sentence's length limit).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import hashlib
 import json
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+
+import torch
 
 from nmt import checkpoint
-from nmt.config import to_dict
-from nmt.errors import ConfigError, InputError
+from nmt.attention import EOS_LABEL, word_alignment
+from nmt.config import Overrides, to_dict
+from nmt.errors import ConfigError, InputError, OutputError
 from nmt.progress import ProgressFn, ignore
-from nmt.search import Hypothesis, SearchConfig, length_penalty, max_lengths
+from nmt.search import Hypothesis, SearchConfig, best_hypotheses, length_penalty, max_lengths
 from nmt.tokenizer import Tokenizer, load_tokenizer, read_files, save_files
-from nmt.translate import Translation, encode_lines, length_sorted_batches
+from nmt.translate import BatchTranslator
 from nmt.vocab import BOS, EOS, PAD, UNK
 
 if TYPE_CHECKING:  # ctranslate2 is optional: imported where it is used
@@ -53,7 +58,10 @@ if TYPE_CHECKING:  # ctranslate2 is optional: imported where it is used
 
 FORMATS = ("ctranslate2",)
 EXPORT_FORMAT = "nmt-ctranslate2"
-EXPORT_VERSION = 1
+# 2: the decoder's attention for alignments averages every head of the last layer (as nmt's --alignments
+# does); nmt_export.json records the checkpoint's sha256 and search defaults and the files' sizes and sha256.
+EXPORT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 META_FILE = "nmt_export.json"
 SPECIAL_TOKENS = {PAD: "<blank>", UNK: "<unk>", BOS: "<s>", EOS: "</s>"}
 # CTranslate2 stops a sentence as soon as its best beam ends when length_penalty is exactly 0; nmt (like
@@ -62,13 +70,17 @@ SPECIAL_TOKENS = {PAD: "<blank>", UNK: "<unk>", BOS: "<s>", EOS: "</s>"}
 NO_PENALTY = 1e-12
 
 
+class NotExportable(ConfigError):
+    """The checkpoint uses an option that CTranslate2 cannot express."""
+
+
 def require_ctranslate2():
     """The ctranslate2 module, or a ConfigError saying how to install it."""
     try:
         import ctranslate2
     except ImportError:
-        raise ConfigError("CTranslate2 is not installed; run `pip install ctranslate2` "
-                          "(or `pip install 'nmt-toolkit[ctranslate2]'`)") from None
+        raise ConfigError("CTranslate2 is not installed; run `pip install 'nmt-toolkit[ct2]'` "
+                          "(or `pip install ctranslate2`)") from None
     major = int(str(getattr(ctranslate2, "__version__", "0")).split(".")[0] or 0)
     if major < 4:
         raise ConfigError(f"CTranslate2 {ctranslate2.__version__} is too old; run `pip install 'ctranslate2>=4'`")
@@ -157,7 +169,8 @@ def _transformer_spec(model: Any) -> TransformerSpec:
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,  # erf, as torch's
                   "swish": common_spec.Activation.SWISH}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=pre, activation=activation)
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.n_heads, pre_norm=pre, activation=activation,
+        alignment_layer=-1, alignment_heads=0)  # attention for alignments: the last layer, every head averaged
     spec.config.layer_norm_epsilon = model.encoder_norm.eps if pre else model.decoder[0].ffn_block.norm.eps
     spec.config.add_source_eos = True  # nmt's source is `pieces + [EOS]`
     spec.config.decoder_start_token = SPECIAL_TOKENS[BOS]
@@ -197,8 +210,6 @@ def _linear(spec, weight, bias=None) -> None:
 
 def _fused(spec, layers) -> None:
     """One linear layer whose output is the concatenation of `layers`' outputs (CTranslate2 fuses q|k|v, k|v)."""
-    import torch
-
     _linear(spec, torch.cat([m.weight for m in layers]), torch.cat([m.bias for m in layers]))
 
 
@@ -238,12 +249,13 @@ class ExportResult:
 
 
 def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[str] = None,
-                       force: bool = False) -> ExportResult:
+                       force: bool = False, checkpoint_sha256: Optional[str] = None) -> ExportResult:
     """Write the checkpoint `model_path` as a CTranslate2 model folder `out_dir` (with the tokenizer's files and
     nmt_export.json).
 
     `quantization` stores the weights as int8, float16, ... (CTranslate2 can also quantise at load time
     with `compute_type`). The folder is converted beside `out_dir` and renamed into place when complete.
+    `checkpoint_sha256`: the checkpoint file's, if known (computed otherwise).
     """
     require_ctranslate2()
     _check_quantization(quantization)
@@ -254,11 +266,12 @@ def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[s
         with _staging_dir(out_dir) as staging:
             model_dir = staging / "model"
             _convert(converter, model_dir, quantization)
-            _write_nmt_files(model_dir, converter.checkpoint, Path(model_path), quantization)
+            _write_nmt_files(model_dir, converter.checkpoint, Path(model_path), quantization,
+                             checkpoint_sha256 or file_sha256(Path(model_path)))
             _check_output_dir(out_dir, force)  # again: the conversion of a large model takes a while
             _move_into_place(model_dir, out_dir, staging / "replaced")
     except OSError as e:  # disk full, read-only folder: the user's to fix, not a bug
-        raise InputError(f"{out_dir}: cannot write the export ({e.strerror or e}); "
+        raise OutputError(f"{out_dir}: cannot write the export ({e.strerror or e}); "
                          "free disk space or choose a writable folder") from e
     vocab_size = converter.checkpoint.model_config.vocab_size  # = the tokenizer's vocabulary (build_spec checks)
     return ExportResult(out_dir, vocab_size, quantization, _megabytes(out_dir))
@@ -312,7 +325,7 @@ def _convert(converter: Converter, model_dir: Path, quantization: Optional[str])
     try:
         converter.convert(str(model_dir), quantization=quantization)
     except NotImplementedError as e:  # _load: an architecture this converter cannot express
-        raise ConfigError(f"{path}: cannot be exported to CTranslate2 ({_one_line(e)}); "
+        raise NotExportable(f"{path}: cannot be exported to CTranslate2 ({_one_line(e)}); "
                           "translate with `nmt translate` instead") from e
     except ValueError as e:  # validate/optimize: a spec left incomplete (a bug of ours or an unsupported version)
         raise ConfigError(f"{path}: CTranslate2 rejected the converted model ({_one_line(e)}); "
@@ -324,17 +337,46 @@ def _one_line(e: Exception) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: Path, quantization: Optional[str]) -> None:
-    """What `CTranslate2Translator` needs besides the model: the tokenizer and how the export maps nmt's ids."""
+def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: Path, quantization: Optional[str],
+                     checkpoint_sha256: str) -> None:
+    """What `CTranslate2Translator` needs besides the model: the tokenizer, how the export maps nmt's ids, the
+    checkpoint's search defaults; and the size and sha256 of every file, to tell a damaged folder."""
     tokenizer = save_files(ckpt.tokenizer, model_dir)
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in sorted(model_dir.iterdir())
+             if p.is_file()}
     meta = {
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "checkpoint": str(model_path),
+        "checkpoint_sha256": checkpoint_sha256,
         "model_config": to_dict(ckpt.model_config), "data": ckpt.data.to_dict(), "updates": ckpt.state.updates,
+        "search": dict(ckpt.search.values),  # translate's defaults that the checkpoint brings (an imported model)
         "quantization": quantization, "special_tokens": {tok: i for i, tok in SPECIAL_TOKENS.items()},
         "source_ends_with": SPECIAL_TOKENS[EOS], "decoder_start": SPECIAL_TOKENS[BOS],
         "tokenizer": tokenizer,  # kind, files, sha256 (none in exports made before SentencePiece: bpe.model)
+        "files": files,
     }
     (model_dir / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_meta(model_dir: Path) -> dict[str, Any]:
+    """The export's nmt_export.json, checked to be one this nmt reads; InputError naming the folder otherwise."""
+    meta_path = Path(model_dir) / META_FILE
+    if not meta_path.is_file():
+        raise InputError(f"{model_dir}: no {META_FILE}; export the model with `nmt export --format ctranslate2`")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{meta_path}: cannot be read ({e}); export the model again") from None
+    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT or meta.get("version") not in READABLE_VERSIONS:
+        raise InputError(f"{meta_path}: not an nmt CTranslate2 export of version {EXPORT_VERSION}; export it again")
+    return meta
 
 
 def _move_into_place(new: Path, out_dir: Path, aside: Path) -> None:
@@ -358,99 +400,202 @@ def _megabytes(folder: Path) -> float:
 
 
 def ctranslate2_options(cfg: SearchConfig, suppress_specials: bool = False) -> dict[str, Any]:
-    """`Translator.translate_batch` options under which CTranslate2 searches as nmt does with `cfg`.
+    """`Translator.translate_batch` options under which CTranslate2 searches as nmt does with `cfg`; add
+    max_decoding_length (a sentence's limit + 1) and rank the hypotheses it returns as `rank_hypotheses` does.
 
-    - length normalisation: CTranslate2 divides by len^alpha, nmt's `power`; return_end_token=True makes
-      CTranslate2 count EOS in len as nmt does (the "</s>" it then returns is dropped by the caller).
-      nmt's GNMT penalty has no CTranslate2 equivalent. lenpen 0: see NO_PENALTY.
-    - min_decoding_length=0: nmt allows an empty output.
-    - PAD and BOS: nmt never generates them and leaves the other tokens' log-probabilities as they
-      are; CTranslate2's suppress_sequences would renormalise the rest, shifting every score a little
-      (by log(1 - P(PAD) - P(BOS)) per token). So they are not suppressed unless `suppress_specials`:
-      a trained model gives them ~0 probability, and nmt's decoding drops them from the text anyway.
-    - the length limit is per batch in CTranslate2 (max_decoding_length), per sentence in nmt; the
-      caller passes the batch's largest nmt limit + 1 and cuts each output to its own limit. nmt
-      forces EOS at the limit, CTranslate2 stops without it: greedy outputs agree, beam search may
-      rank hypotheses that reach the limit differently.
+    - Ranking: both keep the K likeliest finished hypotheses of a beam search (num_hypotheses=K; the
+      length penalty 1e-12 (NO_PENALTY) ranks by log-probability and is no early exit: CTranslate2 stops a
+      sentence at its first finished beam when length_penalty is exactly 0, nmt waits for K), then rank them
+      by nmt's length penalty, GNMT's ((5 + len) / 6)^alpha or len^alpha, where len counts EOS
+      (return_end_token=True: the "</s>" that CTranslate2 then returns is dropped).
+    - min_decoding_length=0: nmt allows an empty output; max_input_length=0: nmt cuts long sources itself.
+    - PAD and BOS: nmt never generates them and leaves the other tokens' log-probabilities as they are;
+      CTranslate2's suppress_sequences would renormalise the rest, shifting every score a little. So they
+      are not suppressed unless `suppress_specials`: a trained model gives them ~0 probability, and a
+      hypothesis holding one is searched again by nmt (CTranslate2Translator's `fallback`).
+    - The length limit: nmt's is per sentence (a * |x| + b) and forces EOS there; CTranslate2's is per
+      batch and stops without EOS. Greedy search and sampling: each output is cut to its own limit and
+      scored again (score_batch): the same as nmt's. Beam search: a sentence whose search reaches its
+      limit can end otherwise, so CTranslate2Translator searches such sentences again with nmt.
+    - Sampling: sampling_topk, sampling_topp and sampling_temperature mean what --topk, --topp and
+      --temperature mean, but CTranslate2 draws other random numbers: other samples than nmt's.
     """
-    if cfg.lenpen != 0 and cfg.lenpen_type != "power":
-        raise ConfigError(f"CTranslate2 has no {cfg.lenpen_type!r} length penalty; use --lenpen-type power "
-                          "(log P / len^alpha) or --lenpen 0")
-    options = dict(beam_size=cfg.beam, num_hypotheses=cfg.nbest, length_penalty=cfg.lenpen or NO_PENALTY,
-                   return_end_token=True, min_decoding_length=0, return_scores=True, max_input_length=0)
+    common = dict(return_end_token=True, min_decoding_length=0, return_scores=True, max_input_length=0)
+    if cfg.sampling:
+        return dict(beam_size=1, num_hypotheses=cfg.nbest, sampling_topk=cfg.topk, sampling_topp=cfg.topp,
+                    sampling_temperature=cfg.temperature, length_penalty=NO_PENALTY, **common)
+    options: dict[str, Any] = dict(beam_size=cfg.beam, num_hypotheses=cfg.beam, length_penalty=NO_PENALTY, **common)
     if suppress_specials:
         options["suppress_sequences"] = [[SPECIAL_TOKENS[PAD]], [SPECIAL_TOKENS[BOS]]]
     return options
 
 
-class CTranslate2Translator:
-    """An exported model (folder from `export_ctranslate2`) made ready to translate, like `nmt.translate.Translator`.
+def rank_hypotheses(hyps: list[Hypothesis], cfg: SearchConfig) -> list[Hypothesis]:
+    """A sentence's hypotheses (log-probabilities, EOS included; score unset) scored and ranked as nmt's
+    search ranks them: scores with nmt's length penalty; beam search keeps the K likeliest, then the
+    nbest best by score."""
+    scored = [Hypothesis(h.tokens, h.log_prob / float(length_penalty(len(h.tokens) + 1, cfg.lenpen, cfg.lenpen_type)),
+                         h.log_prob) for h in hyps]
+    if cfg.sampling:
+        return sorted(scored, key=lambda h: -h.score)
+    return best_hypotheses(scored, cfg.beam, cfg.nbest)
 
-    Tokenisation, length-sorted batching, length limits and output order are nmt's; the network and the
-    search run in CTranslate2 (`suppress_specials`: see `ctranslate2_options`).
+
+class Fallback:
+    """The torch engine of the same checkpoint, loaded on first use (shared by the copies `with_search`
+    makes): it searches the sentences that CTranslate2 cannot search as nmt does."""
+
+    def __init__(self, make: Callable[[], BatchTranslator]):
+        self.make, self.sentences = make, 0
+        self.engine: Optional[BatchTranslator] = None
+
+    def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig) -> list[list[Hypothesis]]:
+        if self.engine is None:
+            self.engine = self.make()
+        self.sentences += len(encoded)
+        return self.engine.with_search(cfg).search_batch(encoded, keys)
+
+
+class CTranslate2Translator(BatchTranslator):
+    """The CTranslate2 engine: an exported model (a folder from `export_ctranslate2`) made ready to translate,
+    like `nmt.translate.Translator` and with the same results (see `ctranslate2_options`).
+
+    Tokenisation, length-sorted batching, length limits, ranking and output order are nmt's; the network
+    and the search run in CTranslate2. `compute_type`: CTranslate2's (float32, int8, bfloat16, ...);
+    `threads`: its intra_threads; `fallback`: the torch engine of the same model (loaded on first use), which
+    searches the few sentences CTranslate2 cannot search exactly as nmt (float32 only: other number formats
+    round differently anyway); `suppress_specials`: see `ctranslate2_options`.
     """
 
-    def __init__(self, model_dir: Path, search_cfg: SearchConfig = SearchConfig(), device: str = "cpu",
-                 compute_type: str = "default", threads: int = 0, max_tokens: int = 4096,
-                 max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = False):
+    name = "ctranslate2"
+
+    def __init__(self, model_dir: Path, search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(),
+                 device: str = "cpu", compute_type: str = "default", threads: int = 0, max_tokens: int = 4096,
+                 max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = False,
+                 fallback: Optional[Callable[[], BatchTranslator]] = None):
         ct2 = require_ctranslate2()
-        model_dir = Path(model_dir)
-        meta_path = model_dir / META_FILE
-        if not meta_path.is_file():
-            raise InputError(f"{model_dir}: no {META_FILE}; export the model with `nmt export --format ctranslate2`")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("format") != EXPORT_FORMAT or meta.get("version") != EXPORT_VERSION:
-            raise InputError(f"{meta_path}: not an nmt CTranslate2 export of version {EXPORT_VERSION}; export it again")
-        self.search_cfg = search_cfg.validate()
-        self.options = ctranslate2_options(self.search_cfg, suppress_specials)
+        self.model_dir = model_dir = Path(model_dir)
+        self.meta = meta = read_meta(model_dir)
+        defaults = Overrides(SearchConfig, meta.get("search") or {})
+        self.suppress_specials = suppress_specials
+        self.search_cfg = self.check_search(search_cfg if isinstance(search_cfg, SearchConfig)
+                                            else search_cfg.apply(defaults.apply()))
         try:
             self.tokenizer = load_tokenizer(read_files(model_dir, meta.get("tokenizer")), str(model_dir))
         except OSError as e:
             raise InputError(f"{model_dir}: cannot read the tokenizer ({e.strerror or e}); export the model again") from None
         self.vocab = ctranslate2_vocabulary(self.tokenizer)
         self.ids = {tok: i for i, tok in enumerate(self.vocab)}
+        data = meta.get("data") or {}
+        self.languages = (str(data.get("src", "")), str(data.get("tgt", "")))
         self.max_positions = int(meta["model_config"]["max_positions"])
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
+        self.compute_type = compute_type
+        self.fallback = Fallback(fallback) if fallback is not None else None
+        if self.search_cfg.sampling:
+            # CTranslate2 seeds each of its threads' generators once, at their first draw: the same seed, input
+            # and batches give the same draws (per process; `with_search` cannot seed again)
+            ct2.set_random_seed(self.search_cfg.seed)
         try:
             self.engine = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                          inter_threads=1, intra_threads=threads)
         except (RuntimeError, ValueError) as e:
             raise InputError(f"{model_dir}: CTranslate2 cannot load it ({str(e).splitlines()[0]})") from None
 
-    def translate_chunk(self, lines: list[str], first_line: int = 0):
-        import torch
+    def check_search(self, search_cfg: SearchConfig) -> SearchConfig:
+        search_cfg = search_cfg.validate()
+        self.options = ctranslate2_options(search_cfg, self.suppress_specials)
+        return search_cfg
 
+    def with_search(self, search_cfg: SearchConfig) -> "CTranslate2Translator":
+        other = copy.copy(self)
+        other.search_cfg = other.check_search(search_cfg)  # options of its own: this one's stay
+        return other
+
+    def search_batch(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
         cfg = self.search_cfg
-        encoded = encode_lines(self.tokenizer, lines, self.max_positions, first_line, self.progress)
-        results = [Translation("", []) for _ in lines]
-        for batch in length_sorted_batches(encoded, self.max_tokens, self.max_sentences):
-            lengths = torch.tensor([len(encoded[i]) for i in batch])
-            src = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long)
-            for row, n in enumerate(lengths.tolist()):
-                src[row, :n] = EOS  # max_lengths only counts non-PAD tokens
-            limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
-            sources = [[self.vocab[t] for t in encoded[i][:-1]] for i in batch]  # CTranslate2 adds </s>
-            out = self.engine.translate_batch(sources, max_decoding_length=max(limits) + 1, **self.options)
-            for i, limit, res in zip(batch, limits, out):
-                hyps = []
-                for tokens, score in zip(res.hypotheses, res.scores):
-                    ids = [self.ids[t] for t in tokens]
-                    if ids and ids[-1] == EOS:
-                        ids.pop()
-                    ids = [t for t in ids if t not in (PAD, BOS)]  # not generated by a trained model; never by nmt
-                    ids = ids[:limit]  # nmt's per-sentence limit (nmt would end there with a forced EOS)
-                    lp = length_penalty(len(ids) + 1, cfg.lenpen, "power") if cfg.lenpen else 1.0
-                    hyps.append(Hypothesis(ids, score, score * lp))
-                texts = self.tokenizer.decode([h.tokens for h in hyps])
-                results[i] = Translation(texts[0] if texts else "", list(zip(texts, hyps)))
-        return results
+        src = torch_lengths(encoded)
+        limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
+        sources = [[self.vocab[t] for t in ids[:-1]] for ids in encoded]  # CTranslate2 adds </s>
+        out = self.engine.translate_batch(sources, max_decoding_length=max(limits) + 1, **self.options)
+        results: list[list[Hypothesis]] = []
+        again: set[int] = set()  # sentences whose search differs from nmt's: searched with nmt
+        rescore: list[tuple[int, int]] = []  # (sentence, hypothesis) to score with nmt's forced EOS
+        beam = not cfg.sampling and cfg.beam > 1
+        for row, (limit, res) in enumerate(zip(limits, out)):
+            hyps: list[Hypothesis] = []
+            for tokens, log_prob in zip(res.hypotheses, res.scores):
+                ids = [self.ids[t] for t in tokens]
+                ended = bool(ids) and ids[-1] == EOS
+                if ended:
+                    ids.pop()
+                specials = any(t in (PAD, BOS) for t in ids)  # never generated by nmt
+                if (specials and not cfg.sampling) or (beam and (not ended or len(ids) >= limit)):
+                    # nmt would have chosen another token, or ended every beam at the limit with EOS
+                    again.add(row)
+                if specials or not ended or len(ids) > limit:  # nmt ends this output at its limit, with EOS
+                    ids = [t for t in ids if t not in (PAD, BOS)][:limit]
+                    rescore.append((row, len(hyps)))
+                hyps.append(Hypothesis(ids, 0.0, log_prob))
+            results.append(hyps)
+        if cfg.sampling and cfg.temperature != 1.0:  # CTranslate2 scores the tempered distribution
+            rescore = [(row, j) for row, hyps in enumerate(results) for j in range(len(hyps))]
+        if self.fallback is None or self.compute_type not in ("float32", "default") or cfg.sampling:
+            again = set()  # other number formats round otherwise anyway: CTranslate2's output, cut at the limit
+        rescore = [(row, j) for row, j in rescore if row not in again]
+        if rescore:
+            scored = self.engine.score_batch([sources[row] for row, _ in rescore],
+                                             [[self.vocab[t] for t in results[row][j].tokens] for row, j in rescore],
+                                             max_input_length=0)
+            for (row, j), res in zip(rescore, scored):
+                results[row][j] = Hypothesis(results[row][j].tokens, 0.0, float(sum(res.log_probs)))
+        ranked = [rank_hypotheses(dedupe(hyps), cfg) for hyps in results]
+        if again and self.fallback is not None:
+            rows = sorted(again)
+            redone = self.fallback.search_batch([encoded[row] for row in rows], [keys[row] for row in rows], cfg)
+            for row, hyps in zip(rows, redone):
+                ranked[row] = hyps
+        return ranked
 
-    def translate(self, chunks: Iterable[list[str]]) -> Iterator:
-        seen = 0
-        for chunk in chunks:
-            yield from self.translate_chunk(chunk, seen)
-            seen += len(chunk)
+    def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
+        """From CTranslate2's cross-attention of the last layer, every head averaged, over the hypothesis
+        forced as the output (the same weights as nmt's teacher-forced pass)."""
+        if not hypothesis.tokens:
+            return []
+        if self.meta.get("version", 1) < 2:
+            raise ConfigError(f"{self.model_dir}: exported by an older nmt, whose model gives one head's attention; "
+                              "export it again for --alignments")
+        src_ids = self.encode([line], line_index)[0]
+        source = [self.vocab[t] for t in src_ids[:-1]]
+        prefix = [self.vocab[t] for t in hypothesis.tokens]
+        res = self.engine.translate_batch([source], [prefix], beam_size=1, return_attention=True,
+                                          return_end_token=True, max_decoding_length=len(prefix) + 1,
+                                          min_decoding_length=0, max_input_length=0)[0]
+        # (T, S - 1): a row per output piece and EOS; CTranslate2 leaves out the column of the source's EOS,
+        # which no alignment takes (a column of zeros stands for it)
+        weights = torch.tensor(res.attention[0])[: len(prefix) + 1]
+        weights = torch.cat([weights, weights.new_zeros(weights.size(0), 1)], dim=1)
+        labels = self.tokenizer.pieces
+        return word_alignment(weights, labels(src_ids[:-1]) + [EOS_LABEL],
+                              labels(list(hypothesis.tokens)) + [EOS_LABEL])
+
+
+def torch_lengths(encoded: list[list[int]]):
+    """A (B, S) tensor whose non-PAD positions are the sources' (for `max_lengths`, which counts them)."""
+    src = torch.full((len(encoded), max(len(ids) for ids in encoded)), PAD, dtype=torch.long)
+    for row, ids in enumerate(encoded):
+        src[row, : len(ids)] = EOS
+    return src
+
+
+def dedupe(hyps: list[Hypothesis]) -> list[Hypothesis]:
+    """Hypotheses with the same tokens once (the likeliest): outputs cut at their limit can coincide."""
+    seen: dict[tuple[int, ...], Hypothesis] = {}
+    for h in hyps:
+        if tuple(h.tokens) not in seen or h.log_prob > seen[tuple(h.tokens)].log_prob:
+            seen[tuple(h.tokens)] = h
+    return list(seen.values()) if len(seen) < len(hyps) else hyps
 
 
 def describe(result: ExportResult) -> str:

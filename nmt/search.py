@@ -7,7 +7,8 @@ runs its first step once per sentence and then expands each sentence to K beams,
 share per-sentence parts (the source's keys and values) between a sentence's beams.
 
 Conventions: hypotheses are scored by their total log-probability including EOS; the length used
-by the length penalty counts the generated tokens including EOS. Sentences whose search is over
+by the length penalty counts the generated tokens including EOS; beam search keeps the K likeliest
+finished hypotheses and ranks them by score (as CTranslate2 does, so that the two engines agree). Sentences whose search is over
 leave the batch, so the work shrinks as they finish.
 """
 
@@ -178,19 +179,29 @@ def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: i
             state = state.select(((keep[:, None] * K if shrink else first_rows) + beams).flatten())
         tokens = tokens.flatten()
         t += 1
-    return [sorted(hyps, key=lambda h: -h.score)[: cfg.nbest] for hyps in finished]
+    return [best_hypotheses(hyps, K, cfg.nbest) for hyps in finished]
+
+
+def best_hypotheses(finished: list[Hypothesis], k: int, n: int) -> list[Hypothesis]:
+    """The n best of a sentence's finished hypotheses by score, among its k likeliest (by log-probability).
+
+    A search ends once k hypotheses have finished, but its last step may finish more: as CTranslate2 does,
+    the k likeliest are kept and then ranked by their length-normalised scores. (For alpha >= 0 the best
+    one is the same as if only the first k to finish were kept: a hypothesis left out has a same-length
+    one of the last step that is at least as likely, so at least as good.)
+    """
+    likeliest = sorted(finished, key=lambda h: -h.log_prob)[:k]
+    return sorted(likeliest, key=lambda h: -h.score)[:n]
 
 
 def finalize(finished: list[list[Hypothesis]], rows: Tensor, history: Tensor, cand_scores: Tensor,
              cand_beams: Tensor, cand_tokens: Tensor, t: int, cfg: SearchConfig) -> Tensor:
-    """Move EOS candidates ranked within the top K into their sentence's finished list (at most K each).
+    """Move EOS candidates ranked within the top K into their sentence's finished list (`best_hypotheses`
+    keeps the K likeliest at the end).
 
     Vectorised: one device-to-host transfer per step that has EOS events, a Python loop over those
     events only. Returns how many EOS candidates each active sentence had in its top K (b,); a
     sentence has K finished hypotheses once these counts add up to K.
-
-    Candidates of one step share a length, so they come in score order and the best one is always
-    kept: the cap only trims the n-best list (CTranslate2 keeps them all, then the best nbest).
     """
     K = history.size(1)
     is_final = (cand_tokens[:, :K] == EOS) & torch.isfinite(cand_scores[:, :K])  # (b, K)
@@ -202,8 +213,7 @@ def finalize(finished: list[list[Hypothesis]], rows: Tensor, history: Tensor, ca
     sentences, log_probs = rows[i].tolist(), cand_scores[i, j].tolist()
     tokens = history[i, cand_beams[i, j]].tolist()  # (E, t)
     for sentence, log_prob, toks in zip(sentences, log_probs, tokens):
-        if len(finished[sentence]) < K:
-            finished[sentence].append(Hypothesis(toks, log_prob / penalty, log_prob))
+        finished[sentence].append(Hypothesis(toks, log_prob / penalty, log_prob))
     return is_final.sum(1)
 
 

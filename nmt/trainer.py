@@ -35,6 +35,7 @@ from nmt.distributed import Comm, StopSignal
 from nmt.errors import ConfigError, DataError, TrainingDiverged, TrainingInterrupted
 from nmt.files import atomic_write
 from nmt.loss import Workspace, label_smoothed_loss, projected_loss
+from nmt.timing import training_timing
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.regularization import Resegmenter
@@ -191,7 +192,8 @@ class Trainer:
                                         model_cfg.max_positions - 1) if train_cfg.bpe_dropout > 0 else None)
         self.validator = Validator(data_dir, self.tokenizer, model_cfg.max_positions, train_cfg.max_tokens,
                                    train_cfg.valid_bleu_sentences, train_cfg.valid_beam)
-        self.precision = resolve_precision(train_cfg.precision, device, training=True, d_model=model_cfg.d_model)
+        self.precision = resolve_precision(train_cfg.precision, device, training=True,
+                                           timing=training_timing(model_cfg, train_cfg.label_smoothing))
         torch.manual_seed(train_cfg.seed)
         self.module = Transformer(model_cfg).to(device)
         self.model: torch.nn.Module = self.module  # becomes the DistributedDataParallel wrapper in run()

@@ -1,4 +1,5 @@
-"""Translation of many lines: streaming chunks, length-sorted batches, order restored, one output per input."""
+"""Translation of many lines: streaming chunks, length-sorted batches, order restored, one output per input,
+shared by every engine (`BatchTranslator`); the torch engine (`Translator`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from nmt.files import BOM, byte_blocks, read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.search import Hypothesis, search
+from nmt.timing import translation_timing
 from nmt.tokenizer import Tokenizer, load_tokenizer
 from nmt.vocab import EOS, PAD
 
@@ -31,13 +33,89 @@ class Translation:
     source: str = ""  # the input line
 
 
-class Translator:
-    """A checkpoint (or an ensemble of checkpoints) made ready to translate: model, tokenizer and search
-    settings.
+class BatchTranslator:
+    """What every engine shares (see `nmt.engine.Engine`): encoding, length-sorted batches, the order of the
+    lines, one Translation per line (an empty line gives `nbest` empty hypotheses), streaming over chunks.
 
-    `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU. (see `prepare_model`). Several `model_path`s decode as an `Ensemble`; they must share
-    the tokenizer (and so the vocabulary).
+    An engine sets the attributes below and implements `search_batch`, the search of one batch; the
+    torch engine is `Translator`, the CTranslate2 one `nmt.export.CTranslate2Translator`.
     """
+
+    name = "engine"  # torch, ctranslate2: what the CLI says it translates with
+    search_cfg: SearchConfig
+    tokenizer: Tokenizer
+    languages: tuple[str, str]  # (source, target) language codes
+    max_positions: int  # the model's longest sequence: sources are cut to fit, outputs end before it
+    max_tokens: int  # padded source tokens per batch at most
+    max_sentences: int  # sentences per batch at most
+    progress: ProgressFn  # warnings (a line cut to fit the model)
+
+    def search_batch(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
+        """The `search_cfg.nbest` best hypotheses of each source of one batch (ids + EOS, non-empty), best
+        first; `keys` are the lines' numbers (sampling seeds each line's draws with its number)."""
+        raise NotImplementedError
+
+    def check_search(self, search_cfg: SearchConfig) -> SearchConfig:
+        """`search_cfg`, validated; an engine refuses here (a one-line ConfigError) what it cannot search."""
+        return search_cfg.validate()
+
+    def with_search(self, search_cfg: SearchConfig) -> "BatchTranslator":
+        """The same model and tokenizer with other search settings (a shallow copy: nothing is loaded)."""
+        other = copy.copy(self)
+        other.search_cfg = self.check_search(search_cfg)
+        return other
+
+    def encode(self, lines: list[str], first_line: int) -> list[list[int]]:
+        """Subword ids + EOS per line, truncated (with a warning) to fit the model's positions."""
+        return encode_lines(self.tokenizer, lines, self.max_positions, first_line, self.progress)
+
+    def batches(self, encoded: list[list[int]]) -> Iterator[list[int]]:
+        """Indices of non-empty lines in length-sorted batches of at most max_tokens (padded) source tokens."""
+        return length_sorted_batches(encoded, self.max_tokens, self.max_sentences)
+
+    def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
+        """Translations of `lines`, in their order."""
+        encoded = self.encode(lines, first_line)
+        # An empty line translates to an empty line: N empty hypotheses, so --nbest always gives N rows.
+        empty = [("", Hypothesis([], 0.0, 0.0))] * self.search_cfg.nbest
+        results = [Translation("", empty, line) for line in lines]
+        done = first_line + sum(len(ids) <= 1 for ids in encoded)  # empty lines need no search
+        for batch in self.batches(encoded):
+            hyps = self.search_batch([encoded[i] for i in batch], [first_line + i for i in batch])
+            for i, sentence_hyps in zip(batch, hyps):
+                # One line out per line in, whatever the vocabulary holds: no piece may break the line.
+                texts = [t.replace("\r", " ").replace("\n", " ") for t in self.tokenizer.decode([h.tokens for h in sentence_hyps])]
+                results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)), lines[i])
+            done += len(batch)
+            self.progress(Progress("translate", done=done, unit="sentences"))
+        return results
+
+    def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
+        """Translate a stream of chunks of lines, yielding one Translation per line, in order."""
+        seen = 0
+        for chunk in chunks:
+            yield from self.translate_chunk(chunk, seen)
+            seen += len(chunk)
+
+    def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
+        """Source-target word pairs of `line` and a hypothesis, from the last layer's cross-attention
+        (averaged over its heads)."""
+        raise ConfigError(f"--alignments: the {self.name} engine cannot give alignments; use --engine torch")
+
+    def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
+        """Cross-attention maps of `line` and one of its hypotheses, every layer and head."""
+        raise ConfigError(f"--attention: the {self.name} engine cannot give attention maps; use --engine torch")
+
+
+class Translator(BatchTranslator):
+    """The torch engine: a checkpoint (or an ensemble of checkpoints) made ready to translate: model,
+    tokenizer and search settings.
+
+    `precision`: fp32; fp16 or bf16 on CUDA; int8 on the CPU (see `prepare_model`). Several `model_path`s
+    decode as an `Ensemble`; they must share the tokenizer (and so the vocabulary) and the direction.
+    """
+
+    name = "torch"
 
     def __init__(self, model_path: Path | Sequence[Path],
                  search_cfg: SearchConfig | Overrides[SearchConfig] = Overrides(SearchConfig), device: str = "cpu",
@@ -48,10 +126,10 @@ class Translator:
         check_range("--max-tokens", max_tokens, 1, INT_MAX)
         check_range("--batch-size", max_sentences, 1, INT_MAX)
         self.device = torch.device(device)
-        precision = resolve_precision(precision, self.device)
         paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
         ckpts = [checkpoint.load(p) for p in paths]
         check_models_fit(ckpts, paths)
+        precision = resolve_precision(precision, self.device, timing=translation_timing(ckpts[0].model_config))
         self.search_cfg = (search_cfg.validate() if isinstance(search_cfg, SearchConfig)
                            else search_cfg.apply(ckpts[0].search.apply()))
         models = [prepare_model(c.build_model(p), precision, self.device) for c, p in zip(ckpts, paths)]
@@ -71,7 +149,7 @@ class Translator:
     def open(cls, model_paths: Sequence[Path], search: Overrides[SearchConfig] | SearchConfig | None = None,
              inference: Overrides[InferenceConfig] | InferenceConfig | None = None,
              progress: ProgressFn = ignore) -> "Translator":
-        """The translator of `translate`, `eval` and `serve`: the options the user gave (`search`,
+        """The torch engine of `translate`, `eval` and `serve`: the options the user gave (`search`,
         `inference`) over the defaults; a precision that is slow here is warned about on `progress`."""
         search_cfg = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search)
         options = inference if isinstance(inference, InferenceConfig) else overrides(InferenceConfig, inference).apply()
@@ -82,41 +160,12 @@ class Translator:
         return cls(model_paths, search_cfg, device=str(device), max_tokens=options.max_tokens,
                    max_sentences=options.batch_size, progress=progress, precision=options.requested_precision)
 
-    def with_search(self, search_cfg: SearchConfig) -> "Translator":
-        """The same model and tokenizer with other search settings (a shallow copy: nothing is loaded)."""
-        other = copy.copy(self)
-        other.search_cfg = search_cfg.validate()
-        return other
-
-    def encode(self, lines: list[str], first_line: int) -> list[list[int]]:
-        """Subword ids + EOS per line, truncated (with a warning) to fit the model's positions."""
-        return encode_lines(self.tokenizer, lines, self.max_positions, first_line, self.progress)
-
-    def batches(self, encoded: list[list[int]]) -> Iterator[list[int]]:
-        """Indices of non-empty lines in length-sorted batches of at most max_tokens (padded) source tokens."""
-        return length_sorted_batches(encoded, self.max_tokens, self.max_sentences)
-
-    def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
-        """Translations of `lines`, in their order."""
-        encoded = self.encode(lines, first_line)
-        # An empty line translates to an empty line: N empty hypotheses, so --nbest always gives N rows.
-        empty = [("", Hypothesis([], 0.0, 0.0))] * self.search_cfg.nbest
-        results = [Translation("", empty, line) for line in lines]
-        done = first_line + sum(len(ids) <= 1 for ids in encoded)  # empty lines need no search
-        for batch in self.batches(encoded):
-            width = max(len(encoded[i]) for i in batch)
-            src = torch.full((len(batch), width), PAD, dtype=torch.long)
-            for row, i in enumerate(batch):
-                src[row, : len(encoded[i])] = torch.tensor(encoded[i])
-            hyps = search(self.model, src.to(self.device), self.search_cfg, self.max_positions,
-                          keys=[first_line + i for i in batch])
-            for i, sentence_hyps in zip(batch, hyps):
-                # One line out per line in, whatever the vocabulary holds: no piece may break the line.
-                texts = [t.replace("\r", " ").replace("\n", " ") for t in self.tokenizer.decode([h.tokens for h in sentence_hyps])]
-                results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)), lines[i])
-            done += len(batch)
-            self.progress(Progress("translate", done=done, unit="sentences"))
-        return results
+    def search_batch(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
+        width = max(len(ids) for ids in encoded)
+        src = torch.full((len(encoded), width), PAD, dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            src[row, : len(ids)] = torch.tensor(ids)
+        return search(self.model, src.to(self.device), self.search_cfg, self.max_positions, keys=keys)
 
     def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
         """Cross-attention maps of `line` and one of its hypotheses (of one model, not an ensemble)."""
@@ -126,17 +175,9 @@ class Translator:
         return attention_maps(self.model, self.tokenizer, src_ids, hypothesis.tokens)
 
     def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
-        """Source-target word pairs of `line` and a hypothesis, from the last layer's cross-attention."""
         if not hypothesis.tokens:
             return []
         return alignments(self.attention(line, hypothesis, line_index))
-
-    def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
-        """Translate a stream of chunks of lines, yielding one Translation per line, in order."""
-        seen = 0
-        for chunk in chunks:
-            yield from self.translate_chunk(chunk, seen)
-            seen += len(chunk)
 
 
 def check_models_fit(ckpts: list[checkpoint.Checkpoint], paths: list[Path]) -> None:
@@ -225,7 +266,7 @@ def format_nbest(line_index: int, translation: Translation) -> list[str]:
             for rank, (text, h) in enumerate(translation.hypotheses)]
 
 
-def translate_file(translator: Translator, path: Optional[Path], lines: Optional[list[str]] = None) -> list[str]:
+def translate_file(translator: BatchTranslator, path: Optional[Path], lines: Optional[list[str]] = None) -> list[str]:
     """Best translations of a file's lines (or of `lines`), in order."""
     source = lines if lines is not None else list(read_lines(path))
     return [t.text for t in translator.translate([source])]

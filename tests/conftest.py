@@ -8,8 +8,11 @@ session would make every trained fixture, and every test with a threshold on it,
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +37,14 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+# The user's cache (CTranslate2 conversions, precision timings) in a folder of the session, for this process
+# and the subprocesses it starts (set now, before the test modules copy the environment for theirs): tests
+# leave nothing in the real one and find nothing there.
+CACHE = tempfile.mkdtemp(prefix="nmt-test-cache-")
+os.environ["NMT_CACHE_DIR"] = CACHE
+atexit.register(shutil.rmtree, CACHE, ignore_errors=True)  # also when the session never starts
 
 
 @pytest.fixture(autouse=True, scope="session")

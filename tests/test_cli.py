@@ -396,6 +396,28 @@ def test_eval_reads_stdin_and_compares_systems(tmp_path):
     assert_user_error(nmt("eval", "--ref", ref, "--hyp", base, "--paired-bs"), "--paired-bs", "two or more")
 
 
+def test_eval_scores_alike_on_both_engines(tiny_checkpoint, tiny_corpus, tmp_path):
+    """`nmt eval --model` on torch and on CTranslate2: the same translations, so the same scores; auto says
+    which engine it took on stderr, the one named with --engine says nothing."""
+    pytest.importorskip("ctranslate2")
+    from typer.testing import CliRunner
+
+    from nmt.cli import app
+
+    src, ref = tmp_path / "src.en", tmp_path / "ref.de"
+    for path, name in ((src, "test.en"), (ref, "test.de")):
+        path.write_text("".join((tiny_corpus / name).read_text(encoding="utf-8").splitlines(keepends=True)[:20]))
+    found = {}
+    for engine in ("torch", "ctranslate2", "auto"):
+        r = CliRunner().invoke(app, ["eval", "-m", str(tiny_checkpoint), "--src", str(src), "--ref", str(ref), "--json",
+                                     "--engine", engine, "--threads", "1", "--save-hyp", str(tmp_path / f"{engine}.de")])
+        assert r.exit_code == 0, r.output
+        found[engine] = json.loads(r.stdout)["scores"]
+        assert ("engine: " in r.stderr) == (engine == "auto"), r.stderr
+    assert found["torch"] == found["ctranslate2"] == found["auto"]
+    assert (tmp_path / "torch.de").read_text() == (tmp_path / "ctranslate2.de").read_text()
+
+
 # -- configuration files ---------------------------------------------------------------------------
 
 

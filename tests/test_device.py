@@ -1,9 +1,12 @@
 """Device and precision choice for training and translation."""
 
+import json
+
 import pytest
 import torch
 
 from nmt import device
+from nmt.config import Precision
 from nmt.device import precision_warning, resolve_precision
 from nmt.errors import ConfigError
 
@@ -26,16 +29,79 @@ def test_precision_choice(monkeypatch):
         resolve_precision("bf16", gpu, training=True)
 
 
-@pytest.mark.parametrize("native, d_model, expected", [
-    (False, 128, "fp32"), (False, 1024, "fp32"),  # emulated bf16: never chosen
-    (True, 128, "fp32"), (True, 511, "fp32"),  # native, but too narrow to pay for the casts
-    (True, 512, "bf16"), (True, 1024, "bf16"),
+SMALL = device.Timing("small shape", lambda precision: None)
+WIDE = device.Timing("wide shape", lambda precision: None)
+
+
+@pytest.fixture
+def timings(monkeypatch, tmp_path):
+    """time_alternately mocked: returns the (fp32, bf16) seconds in `timings.seconds`, records what it timed;
+    the cache in a folder of the test."""
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    class Timings:
+        seconds = (1.0, 0.5)
+
+    def fake(run, budget=device.TIMING_BUDGET):
+        calls.append(run)
+        return {Precision.FP32: Timings.seconds[0], Precision.BF16: Timings.seconds[1]}
+
+    monkeypatch.setattr(device, "time_alternately", fake)
+    Timings.calls = calls
+    return Timings
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("native, fp32, bf16, expected", [
+    (False, 1.0, 0.1, "fp32"),  # emulated bf16: never chosen (and never timed)
+    (True, 1.0, 0.95, "fp32"),  # faster, but within the margin: fp32 keeps its precision
+    (True, 1.0, 1.3, "fp32"),  # slower (casts, and the loss that fp32 fuses)
+    (True, 1.0, 0.85, "bf16"),
+    (True, 2.0, 0.5, "bf16"),
 ])
-def test_auto_picks_bf16_on_the_cpu_only_where_native_and_wide(monkeypatch, native, d_model, expected):
+def test_auto_picks_the_faster_format_on_the_cpu(timings, monkeypatch, training, native, fp32, bf16, expected):
     monkeypatch.setattr(device, "native_cpu_bf16", lambda: native)
-    assert resolve_precision("auto", torch.device("cpu"), training=True, d_model=d_model) == expected
-    assert resolve_precision("fp32", torch.device("cpu"), training=True, d_model=d_model) == "fp32"  # explicit choices stand
-    assert resolve_precision("bf16", torch.device("cpu"), training=True, d_model=d_model) == "bf16"
+    timings.seconds = (fp32, bf16)
+    cpu = torch.device("cpu")
+    assert resolve_precision("auto", cpu, training=training, timing=SMALL) == expected
+    assert timings.calls == ([SMALL.run] if native else [])
+    assert resolve_precision("fp32", cpu, training=training, timing=SMALL) == "fp32"  # explicit choices stand
+    assert resolve_precision("bf16", cpu, training=training, timing=SMALL) == "bf16"
+
+
+def test_auto_timings_are_kept_per_machine_and_shape(timings, monkeypatch, tmp_path):
+    """Timed once per shape and kind of run; read back afterwards, even by another process (the file); a
+    damaged file is timed again; with nothing to time: fp32."""
+    monkeypatch.setattr(device, "native_cpu_bf16", lambda: True)
+    cpu = torch.device("cpu")
+    assert resolve_precision("auto", cpu, timing=SMALL) == "bf16"
+    timings.seconds = (1.0, 2.0)  # what a new timing would say
+    assert resolve_precision("auto", cpu, timing=SMALL) == "bf16"  # the cached one
+    assert resolve_precision("auto", cpu, timing=WIDE) == "fp32"  # another shape: timed
+    assert resolve_precision("auto", cpu, training=True, timing=SMALL) == "fp32"  # training: timed apart
+    assert timings.calls == [SMALL.run, WIDE.run, SMALL.run]
+    cached = json.loads((tmp_path / "precision" / device.TIMINGS_FILE).read_text())
+    assert len(cached) == 3 and all(device.cpu_name() in key and torch.__version__ in key for key in cached)
+    assert any(key.endswith("translation wide shape") for key in cached)
+    (tmp_path / "precision" / device.TIMINGS_FILE).write_text("{not json")
+    assert resolve_precision("auto", cpu, timing=SMALL) == "fp32" and len(timings.calls) == 4
+    assert resolve_precision("auto", cpu) == "fp32" and len(timings.calls) == 4
+
+
+def test_auto_times_without_a_writable_cache(timings, monkeypatch, tmp_path):
+    monkeypatch.setattr(device, "native_cpu_bf16", lambda: True)
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "file"))  # a file where the cache folder would be
+    assert resolve_precision("auto", torch.device("cpu"), timing=SMALL) == "bf16"
+    assert resolve_precision("auto", torch.device("cpu"), timing=SMALL) == "bf16" and len(timings.calls) == 2
+
+
+def test_time_alternately_warms_up_then_takes_turns():
+    ran = []
+    seconds = device.time_alternately(ran.append, budget=0.0)
+    assert ran == ["fp32", "bf16", "fp32", "bf16"]  # one untimed pass each, then one timed round
+    assert set(seconds) == {Precision.FP32, Precision.BF16} and all(0 <= s < 1 for s in seconds.values())
 
 
 def test_native_cpu_bf16_asks_torch(monkeypatch):

@@ -19,10 +19,10 @@ from nmt import checkpoint
 from nmt.bpe import BpeTokenizer
 from nmt.config import ModelConfig, TrainConfig
 from nmt.dataset import DataIdentity
-from nmt.errors import ConfigError, InputError
+from nmt.errors import ConfigError, InputError, OutputError
 from nmt.kernels import prepare_model
 from nmt.model import Transformer
-from nmt.search import SearchConfig
+from nmt.search import Hypothesis, SearchConfig
 from nmt.tokenizer import digest
 from nmt.tokenizer import from_file as tokenizer_from_file
 from nmt.translate import Translator
@@ -202,15 +202,39 @@ def test_identical_translations_trained_model(tiny_checkpoint, ending_checkpoint
         assert compared >= N_LINES // 2, "the EOS boost no longer makes hypotheses end: compare on another model"
 
 
-def test_gnmt_penalty_is_refused_for_ctranslate2(ctranslate2):
-    from nmt.export import ctranslate2_options
+@pytest.mark.parametrize("cfg, expected", [
+    # beam search: the K likeliest by log-probability (a penalty of ~0 that is no early exit), ranked by nmt
+    (SearchConfig(beam=5, lenpen=0.8, lenpen_type="power", nbest=2), dict(beam_size=5, num_hypotheses=5)),
+    (SearchConfig(beam=4, lenpen=0.6, lenpen_type="gnmt"), dict(beam_size=4, num_hypotheses=4)),
+    (SearchConfig(beam=1, lenpen=0.0), dict(beam_size=1, num_hypotheses=1)),
+    (SearchConfig(sampling=True, nbest=3, topk=10, topp=0.9, temperature=0.7),
+     dict(beam_size=1, num_hypotheses=3, sampling_topk=10, sampling_topp=0.9, sampling_temperature=0.7)),
+])
+def test_ctranslate2_options(ctranslate2, cfg, expected):
+    from nmt.export import NO_PENALTY, ctranslate2_options
 
-    with pytest.raises(ConfigError, match="lenpen-type power"):
-        ctranslate2_options(SearchConfig(lenpen=0.6, lenpen_type="gnmt"))
-    assert ctranslate2_options(SearchConfig(lenpen=0.0, lenpen_type="gnmt"))["length_penalty"] < 1e-9
-    opts = ctranslate2_options(SearchConfig(beam=5, lenpen=0.8, lenpen_type="power", nbest=2))
-    assert (opts["beam_size"], opts["length_penalty"], opts["num_hypotheses"]) == (5, 0.8, 2)
-    assert opts["return_end_token"] and opts["min_decoding_length"] == 0
+    opts = ctranslate2_options(cfg)
+    assert {k: opts[k] for k in expected} == expected
+    assert opts["length_penalty"] == NO_PENALTY < 1e-9 and opts["return_end_token"] and opts["return_scores"]
+    assert opts["min_decoding_length"] == 0 and opts["max_input_length"] == 0
+
+
+@pytest.mark.parametrize("lenpen, kind, lengths, order", [
+    # log-probabilities -2 (1 token), -3 (3 tokens), -3.5 (6 tokens): the length penalty decides
+    (0.0, "gnmt", (1, 3, 6), [0, 1, 2]),
+    (1.0, "power", (1, 3, 6), [2, 1, 0]),
+    (1.0, "gnmt", (1, 3, 6), [0, 2, 1]),  # where power and GNMT disagree
+    (0.3, "gnmt", (1, 3, 6), [0, 1, 2]),
+])
+def test_rank_hypotheses_uses_nmts_length_penalty(lenpen, kind, lengths, order):
+    from nmt.export import rank_hypotheses
+    from nmt.search import length_penalty
+
+    hyps = [Hypothesis(list(range(4, 4 + n)), 0.0, lp) for n, lp in zip(lengths, (-2.0, -3.0, -3.5))]
+    cfg = SearchConfig(beam=3, nbest=3, lenpen=lenpen, lenpen_type=kind)
+    ranked = rank_hypotheses(hyps, cfg)
+    assert [len(h.tokens) for h in ranked] == [lengths[i] for i in order]
+    assert all(h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, lenpen, kind)) for h in ranked)
 
 
 def test_export_refuses_non_empty_folder_without_force(tiny_bpe, ctranslate2, tmp_path):
@@ -266,7 +290,7 @@ def test_failed_export_leaves_the_previous_export_whole(tiny_bpe, ctranslate2, t
 
     with monkeypatch.context() as m:  # writing nmt's files, after CTranslate2 saved the model
         m.setattr(export, "_write_nmt_files", disk_full)
-        with pytest.raises(InputError, match="ct2: cannot write the export .No space left"):
+        with pytest.raises(OutputError, match="ct2: cannot write the export .No space left"):
             export.export_ctranslate2(ckpt, out, force=True)
     with monkeypatch.context() as m:  # an architecture option the converter cannot express
         m.setitem(export.EXPORTABLE, "norm", ("pre",))

@@ -322,8 +322,10 @@ def sources(tiny_corpus) -> list[str]:
 
 @pytest.fixture(scope="module")
 def offline(tiny_checkpoint, sources) -> list[str]:
-    """`nmt translate` of the same lines with the same (default) options."""
-    r = ok(nmt("translate", "-m", tiny_checkpoint, "--threads", "1", input="".join(s + "\n" for s in sources)))
+    """`nmt translate` of the same lines with the same (default) options, on the torch engine: the server's
+    engine (auto: CTranslate2 where installed) must answer the same."""
+    r = ok(nmt("translate", "-m", tiny_checkpoint, "--threads", "1", "--engine", "torch",
+               input="".join(s + "\n" for s in sources)))
     return r.stdout.splitlines()
 
 
@@ -336,6 +338,35 @@ def test_concurrent_requests_get_what_translate_gives(server, sources, offline):
     body = requests.get(server.url + "/metrics", timeout=10).text
     batches = float(next(line.split()[-1] for line in body.splitlines() if line.startswith("nmt_batch_sentences_count")))
     assert batches < len(sources)  # requests were merged
+
+
+def test_the_server_names_its_engine(server):
+    """auto: CTranslate2 where installed (the test extra installs it), torch otherwise."""
+    try:
+        import ctranslate2  # noqa: F401
+        expected = "ctranslate2"
+    except ImportError:
+        expected = "torch"
+    assert requests.get(server.url + "/health", timeout=10).json()["model"]["engine"] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+def test_a_server_on_either_engine_answers_as_translate(tiny_checkpoint, sources, offline, engine):
+    """Concurrent requests merged into batches by nmt's batcher, over either engine: `nmt translate`'s lines."""
+    if engine == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    srv = Server(tiny_checkpoint, "--engine", engine)
+    try:
+        assert requests.get(srv.url + "/health", timeout=10).json()["model"]["engine"] == engine
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            got = list(pool.map(lambda s: srv.post("/v1/translate", {"text": s}), sources))
+        assert [r.json()["translations"][0] for r in got] == offline
+        r = srv.post("/v1/translate", {"text": sources[:4], "beam": 3, "nbest": 2})
+        assert [len(h) for h in r.json()["translations"]] == [2] * 4
+    finally:
+        code, stderr = srv.stop()
+    assert code == 0 and f"{engine} engine)" in stderr, stderr
 
 
 def test_a_list_comes_back_in_order_and_libretranslate_works(server, sources, offline):

@@ -1,5 +1,5 @@
-"""What the server needs of a translation engine (a protocol that `nmt.translate.Translator` and, later, a
-CTranslate2 engine fulfil), how the worker thread calls it, and the model's identity."""
+"""What the server needs of a translation engine (`nmt.engine.Engine`, torch's or CTranslate2's), how the worker
+thread calls it, and the model's identity."""
 
 from __future__ import annotations
 
@@ -8,35 +8,15 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Callable, Sequence
 
 import torch
 
+from nmt.engine import Engine as TranslationEngine
 from nmt.search import SearchConfig
 from nmt.translate import Translation
 
-E = TypeVar("E", bound="TranslationEngine")
-
 TranslateFn = Callable[[list[str], SearchConfig], list[Translation]]
-
-
-class TranslationEngine(Protocol):
-    """A loaded model that translates chunks of lines; nothing else of it is used by the server."""
-
-    search_cfg: SearchConfig  # the default search of every request
-
-    @property
-    def languages(self) -> tuple[str, str]:
-        """(source, target) language codes of the model, e.g. ("en", "de")."""
-        ...
-
-    def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
-        """One Translation per line, in order (an empty line gives an empty translation)."""
-        ...
-
-    def with_search(self: E, cfg: SearchConfig) -> E:
-        """The same model with other search settings (cheap: nothing is loaded again)."""
-        ...
 
 
 def translate_function(engine: TranslationEngine) -> TranslateFn:
@@ -70,6 +50,7 @@ class ModelInfo:
     tgt: str
     sha256: str
     search: dict
+    engine: str = ""  # torch or ctranslate2
 
 
 def model_info(paths: Sequence[str | Path], engine: TranslationEngine) -> ModelInfo:
@@ -82,4 +63,5 @@ def model_info(paths: Sequence[str | Path], engine: TranslationEngine) -> ModelI
     search = {k: v for k, v in dataclasses.asdict(engine.search_cfg).items()
               if k in ("beam", "lenpen", "lenpen_type", "max_len_a", "max_len_b", "nbest")}
     src, tgt = engine.languages
-    return ModelInfo(" + ".join(Path(p).name for p in paths), src, tgt, digest.hexdigest(), search)
+    return ModelInfo(" + ".join(Path(p).name for p in paths), src, tgt, digest.hexdigest(), search,
+                     getattr(engine, "name", ""))

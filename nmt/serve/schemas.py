@@ -32,6 +32,7 @@ class Model(BaseModel):
     tgt: str
     sha256: str
     search: dict
+    engine: str = Field("", description="the engine that translates: torch or ctranslate2")
 
 
 class TranslateResponse(BaseModel):

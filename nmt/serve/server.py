@@ -93,7 +93,8 @@ def serve(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, sock: so
     from nmt.serve.middleware import access_line
 
     def ready() -> None:
-        log(f"ready: {info.name} ({info.src} -> {info.tgt}) on {address(sock)} (API docs: /docs)")
+        engine = f", {info.engine} engine" if info.engine else ""
+        log(f"ready: {info.name} ({info.src} -> {info.tgt}{engine}) on {address(sock)} (API docs: /docs)")
 
     with access_log(cfg.access_log) as write:
         gate = create_app(engine, info, cfg, on_ready=ready, on_error=lambda line: log(f"error: {line}"),
