@@ -143,7 +143,7 @@ class BpeTokenizer:
             self._merges = _Merges(self.model_bytes.decode("ascii"), self.vocab_size)
         return self._merges.encode(list(lines), dropout, np.random.default_rng(seed))
 
-    def decode(self, ids: Iterable[Sequence[int]], side: str = "target") -> list[str]:
+    def decode(self, ids: Iterable[Iterable[int]], side: str = "target") -> list[str]:
         """Text of each id sequence: stops at the first EOS and skips PAD and BOS."""
         _check_side(side)
         cut = [cut_at_eos(seq) for seq in ids]

@@ -196,8 +196,9 @@ def typed_state(data: object, path: Path | str) -> TrainState:
     unknown = sorted(set(data) - set(kinds))
     if unknown:
         raise CheckpointError(f"{path}: unknown training state fields {unknown}: was this written by a newer nmt?")
-    values = {k: float(v) if kinds[k] in (float, Optional[float]) and isinstance(v, int) and not isinstance(v, bool)
-              else v for k, v in data.items()}
+    values: dict[str, Any] = {
+        k: float(v) if kinds[k] in (float, Optional[float]) and isinstance(v, int) and not isinstance(v, bool) else v
+        for k, v in data.items()}
     for name, value in values.items():
         try:
             check_type(name, value, kinds[name])

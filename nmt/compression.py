@@ -16,7 +16,7 @@ import io
 import lzma
 import zlib
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterator, Optional
+from typing import IO, Any, Callable, Iterator, Optional, Union, cast
 
 from nmt.errors import InputError, OutputError
 
@@ -25,6 +25,7 @@ HEAD = 10  # bytes that tell every signature below apart (the longest is bzip2's
 
 
 Signature = tuple[bytes, ...]  # the bytes each leading position may hold
+CompressedFile = Union[gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile]
 
 
 def signature(*positions: bytes) -> Signature:
@@ -46,8 +47,8 @@ class Codec:
     suffix: str  # of the names it is written under
     signature: Signature  # of the first bytes of its data
     decompressor: Callable[[], Any]  # a new streaming decompressor (bz2/lzma's interface)
-    reader: Callable[[IO[bytes]], IO[bytes]]  # a decompressing file over an open one
-    writer: Callable[[IO[bytes]], IO[bytes]]  # a compressing file over an open one (closing it leaves that open)
+    reader: Callable[[IO[bytes]], CompressedFile]  # a decompressing file over an open one
+    writer: Callable[[IO[bytes]], CompressedFile]  # a compressing file over an open one (closing it leaves that open)
 
 
 class _Zlib:
@@ -160,7 +161,7 @@ def blocks(head: bytes, read: Callable[[], bytes], name: str) -> Iterator[bytes]
 class _Closing(io.BufferedIOBase):
     """A decompressing file that closes the file under it too (GzipFile & co. leave a given file open)."""
 
-    def __init__(self, inner: IO[bytes], raw: IO[bytes]):
+    def __init__(self, inner: CompressedFile, raw: IO[bytes]):
         self._inner, self._raw = inner, raw
 
     def readable(self) -> bool:
@@ -173,7 +174,7 @@ class _Closing(io.BufferedIOBase):
         return self._inner.read1(size)
 
     def readline(self, size: Optional[int] = -1) -> bytes:
-        return self._inner.readline(size)
+        return self._inner.readline(-1 if size is None else size)  # BZ2File refuses None (io's "no limit")
 
     def close(self) -> None:
         try:
@@ -188,11 +189,14 @@ def decompressed(raw: IO[bytes], name: str) -> IO[bytes]:
     them without consuming them, so a pipe works as well as a file."""
     peek = getattr(raw, "peek", None)
     codec = codec_of_bytes(peek(HEAD)[:HEAD], name) if peek else None
-    return raw if codec is None else _Closing(codec.reader(raw), raw)
+    if codec is None:
+        return raw
+    # A BufferedIOBase is a binary file, but typeshed does not make it an IO[bytes] (nor GzipFile).
+    return cast(IO[bytes], _Closing(codec.reader(raw), raw))
 
 
 @contextlib.contextmanager
-def compressing(raw: IO[bytes], codec: Codec) -> Iterator[IO[bytes]]:
+def compressing(raw: IO[bytes], codec: Codec) -> Iterator[CompressedFile]:
     """A file that compresses into `raw`; leaving the block writes the compression's trailer and leaves
     `raw` open."""
     packed = codec.writer(raw)

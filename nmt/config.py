@@ -23,7 +23,7 @@ import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Sequence, TypeVar, Union
 
 from nmt.errors import ConfigError
 
@@ -239,7 +239,10 @@ def coerce(cls: type, name: str, value: Any) -> Any:
     return value
 
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")  # a config class: a dataclass
 
 
 @dataclass(frozen=True)
@@ -680,7 +683,7 @@ def read_config_file(path: Any) -> ConfigFile:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     try:
         with open(path, "rb") as f:
             raw = f.read()

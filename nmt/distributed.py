@@ -112,7 +112,7 @@ class StopSignal:
 
     def __init__(self, shared: Any = None, escalate: bool = True):
         self.requested = False
-        self.signum = signal.SIGINT  # the signal that asked to stop (SIGTERM: a scheduler or `kill`)
+        self.signum: int = signal.SIGINT  # the signal that asked to stop (SIGTERM: a scheduler or `kill`)
         self.shared, self.escalate = shared, escalate
 
     def is_set(self) -> bool:

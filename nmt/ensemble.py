@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from torch import Tensor
 
@@ -40,10 +40,11 @@ class Ensemble:
 
     def step(self, tokens: Tensor, state: EnsembleState) -> Tensor:
         """Each model steps its own state; (N, V) mean of their log-probabilities."""
-        total = None
+        total: Optional[Tensor] = None
         for model, s in zip(self.models, state.states):
             lp = model.step(tokens, s)
             total = lp if total is None else total.add_(lp)  # step hands back a tensor of its own
+        assert total is not None  # an ensemble has at least one model
         return total.div_(len(self.models))
 
     def __len__(self) -> int:

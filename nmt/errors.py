@@ -9,7 +9,10 @@ import errno
 class NmtError(Exception):
     """Base class of every error meant for the user (not a bug)."""
 
-    exit_code = 1  # the process's exit status when this error ends a command
+    @property
+    def exit_code(self) -> int:
+        """The process's exit status when this error ends a command."""
+        return 1
 
 
 class InputError(NmtError):

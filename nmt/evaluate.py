@@ -5,9 +5,13 @@ systems."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, cast
 
 from nmt.errors import InputError
+
+if TYPE_CHECKING:  # sacrebleu is imported where it is used
+    from sacrebleu.metrics.base import Metric
+    from sacrebleu.significance import Result
 
 
 @dataclass
@@ -41,7 +45,7 @@ def check_parallel(hyps: list[str], refs: list[str], hyp_name: str, ref_name: st
 def reference_sets(refs: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
     """One reference (a list of lines) or several (a list of such lists), as a list of reference sets."""
     if not refs or isinstance(refs[0], str):
-        return [list(refs)]
+        return [list(cast("Sequence[str]", refs))]
     return [list(r) for r in refs]
 
 
@@ -63,7 +67,7 @@ def ter_left_out(systems: Sequence[tuple[str, Sequence[str]]], sets: Sequence[Se
     return None
 
 
-def metrics(ter: bool = True) -> list[tuple[str, object]]:
+def metrics(ter: bool = True) -> list[tuple[str, Metric]]:
     from sacrebleu.metrics import BLEU, CHRF, TER
 
     return [
@@ -118,14 +122,19 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: Sequence[str] |
             check_parallel(hyps, r, name, "the references")
     chosen = {name: metric for name, metric in metrics(ter=ter_left_out(systems, sets) is None)
               if name in PAIRED_METRICS}
-    test = PairedTest(systems, chosen, sets, test_type="bs", n_samples=n_samples)
+    named: list[tuple[str, Sequence[str]]] = list(systems)  # PairedTest's type: a list is invariant
+    test = PairedTest(named, chosen, sets, test_type="bs", n_samples=n_samples)
     signatures, results = test()
     keys = [k for k in results if k != "System"]  # sacreBLEU's metric names, in the order of `chosen`
+    # The "System" column holds the names, every other column a Result per system.
+    names = cast("list[str]", results["System"])
     out = []
     for metric_name, key in zip(chosen, keys):
-        for system, r in zip(results["System"], results[key]):
-            out.append(PairedScore(system, metric_name, round(float(r.score), 2), round(float(r.mean), 2),
-                                   round(float(r.ci), 2), None if r.p_value is None else round(float(r.p_value), 4)))
+        for system, res in zip(names, cast("list[Result]", results[key])):
+            assert res.mean is not None and res.ci is not None  # a bootstrap test (n_samples >= 1) sets both
+            out.append(PairedScore(system, metric_name, round(float(res.score), 2), round(float(res.mean), 2),
+                                   round(float(res.ci), 2),
+                                   None if res.p_value is None else round(float(res.p_value), 4)))
     return out, {name: str(sig) for name, sig in zip(chosen, signatures.values())}
 
 

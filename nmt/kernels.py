@@ -4,7 +4,7 @@ CUDA (`prepare_model`)."""
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from typing import Any, Optional, cast
 
 import torch
 from torch import nn
@@ -129,7 +129,8 @@ def int8_pack(linear: nn.Linear, engine: str):
         warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices
         try:  # the packed weights keep the backend they were made with
             torch.backends.quantized.engine = engine
-            linear.qconfig = per_channel_dynamic_qconfig
+            # qconfig: an attribute torch.ao reads, which nn.Module's types do not declare
+            cast(Any, linear).qconfig = per_channel_dynamic_qconfig
             quantized = nnqd.Linear.from_float(linear)
             return torch.ops.quantized.linear_prepack(quantized.weight(), quantized.bias())
         finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Iterable, NamedTuple, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -314,6 +314,7 @@ def decoder_layer(p: DecoderParts, x: Tensor, memory_kv: tuple[Tensor, Tensor], 
         q = p.q(h).view(B, T, H, D // H).transpose(1, 2)
     if cache is not None:
         cache = cache.append(k, v)
+        assert cache.k is not None and cache.v is not None  # append leaves both set
         k, v = cache.k, cache.v  # (B, H, t + T, Dh)
     # The whole prefix attends causally; the newest position attends to all the cached ones and itself.
     y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, dropout_p=p.self_attention_dropout)
@@ -358,6 +359,7 @@ class Transformer(nn.Module):
         else:
             self.pos_embed = None
             table = POSITION_TABLES[cfg.positions](cfg.max_positions, cfg.d_model)
+            self.pos_table: Tensor
             self.register_buffer("pos_table", table, persistent=False)
         self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
         # A fixed vector added to the logits (an imported Marian model's final_logits_bias): a buffer, not
@@ -412,7 +414,7 @@ class Transformer(nn.Module):
 
     def memory_kv(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Cross-attention keys/values of every decoder layer, computed once per source. Each (B, H, S, Dh)."""
-        return [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        return [layer.cross_attn.project_kv(memory) for layer in cast("Iterable[DecoderLayer]", self.decoder)]
 
     def output_logits(self, x: Tensor) -> Tensor:
         """Decoder states (B, T, D) -> logits (B, T, V) through the shared embedding matrix (plus the output
@@ -439,7 +441,7 @@ class Transformer(nn.Module):
     def fuse_qkv(self) -> None:
         """For decoding: each decoder layer's self-attention computes q|k|v in one product from now on
         (`MultiHeadAttention.fuse_qkv`; a copy of the weights: inference only)."""
-        for layer in self.decoder:
+        for layer in cast("Iterable[DecoderLayer]", self.decoder):
             layer.self_attn.fuse_qkv()
 
     def decode(self, tgt_in: Tensor, memory_kv: list[tuple[Tensor, Tensor]], src_mask: Tensor,
@@ -472,7 +474,7 @@ class Transformer(nn.Module):
         """
         memory, src_mask = self.encode(src)
         caches = [KVCache() for _ in self.decoder] if use_cache else None
-        layers = [layer.parts() for layer in self.decoder] if use_cache else None
+        layers = [layer.parts() for layer in cast("Iterable[DecoderLayer]", self.decoder)] if use_cache else None
         return DecodingState(src.new_zeros(src.size(0), 0), Source.of(src_mask, self.memory_kv(memory)), caches, layers)
 
     def step(self, tokens: Tensor, state: "DecodingState") -> Tensor:
@@ -488,9 +490,12 @@ class Transformer(nn.Module):
         if state.caches is None:
             x = self.decode(state.prefix, src.kv, src.mask)[0][:, -1:]  # (N, 1, D)
         else:
+            assert state.layers is not None  # start_decoding binds the layers' parts with the caches
             x = self.embed_tokens(tokens[:, None], start=state.prefix.size(1) - 1)  # (N, 1, D)
             for i, (parts, kv) in enumerate(zip(state.layers, src.kv)):
-                x, state.caches[i], _ = decoder_layer(parts, x, kv, src.bias, state.caches[i])
+                x, cache, _ = decoder_layer(parts, x, kv, src.bias, state.caches[i])
+                assert cache is not None  # given a cache, decoder_layer returns it extended
+                state.caches[i] = cache
         logits = self.output_logits(x.squeeze(1)).float()  # (N, V), a tensor of our own
         # In place: one (N, V) buffer less to allocate (and page in) per step.
         return torch.log_softmax(logits, -1, out=logits)
@@ -537,6 +542,7 @@ class KVCache:
         """This cache (its pending selection applied) with new positions k, v (N, H, T, Dh) appended."""
         if self.k is None:
             return KVCache(k, v)
+        assert self.v is not None  # k and v are set together
         return KVCache(append_positions(self.k, k, self.order), append_positions(self.v, v, self.order))
 
 

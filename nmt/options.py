@@ -36,7 +36,7 @@ def option_type(cls: type, name: str) -> Any:
     choices (a subset of an enum, say)."""
     spec = spec_of(fields_of(cls)[name])
     if spec.choices:
-        return Literal[spec.choices]  # type: ignore[valid-type]
+        return Literal[spec.choices]
     kind = field_types(cls)[name]
     if typing.get_origin(kind) is tuple:
         return Tuple[typing.get_args(kind)]  # typer reads typing.Tuple, not the builtin
@@ -53,7 +53,7 @@ def parameters(cls: type) -> list[inspect.Parameter]:
         names = [spec.flag or option_name(name), *spec.aliases]
         info = typer.Option(*names, help=spec.help, show_default=f.default != "",
                             rich_help_panel=PANELS.get(cls.__name__))
-        annotation = Annotated[option_type(cls, name), info]
+        annotation: Any = Annotated[option_type(cls, name), info]  # built at run time: a value, not an alias
         default = f.default.value if isinstance(f.default, enum.Enum) and spec.choices else f.default
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
     return params

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence, TypeVar, cast, overload
 
 import torch
 from torch import Tensor
@@ -24,25 +24,31 @@ from torch import Tensor
 from nmt.config import SearchConfig, choices_of
 from nmt.vocab import BOS, EOS, PAD
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs Python 3.11; read by type checkers only
+
 LENPEN_TYPES = choices_of(SearchConfig, "lenpen_type")
 
 
 class State(Protocol):
     """A model's decoding state for N hypotheses."""
 
-    def select(self, index: Tensor) -> "State":
+    def select(self, index: Tensor) -> Self:
         """Keep hypotheses `index` (N',): reorder, drop or repeat them (after `expand(k)`, whole groups
         of k consecutive hypotheses, as beam search selects them)."""
 
-    def expand(self, k: int) -> "State":
+    def expand(self, k: int) -> Self:
         """Each hypothesis becomes k consecutive ones."""
 
 
-class Decoder(Protocol):
-    def start_decoding(self, src: Tensor) -> State:
+StateT = TypeVar("StateT", bound=State)  # a model's own state type
+
+
+class Decoder(Protocol[StateT]):
+    def start_decoding(self, src: Tensor) -> StateT:
         """The state before the first token, one hypothesis per sentence of src (B, S)."""
 
-    def step(self, tokens: Tensor, state: State) -> Tensor:
+    def step(self, tokens: Tensor, state: StateT) -> Tensor:
         """Feed tokens (N,): log-probabilities of the next token (N, V); advances `state` in place."""
 
 
@@ -51,6 +57,14 @@ class Hypothesis:
     tokens: list[int]  # generated ids, without BOS and EOS
     score: float  # log_prob / length_penalty: what beam search ranks by
     log_prob: float  # sum of token log-probabilities, EOS included
+
+
+@overload
+def length_penalty(length: Tensor, alpha: float, kind: str = ...) -> Tensor: ...
+
+
+@overload
+def length_penalty(length: float, alpha: float, kind: str = ...) -> float: ...
 
 
 def length_penalty(length: Tensor | float, alpha: float, kind: str = "gnmt") -> Tensor | float:
@@ -136,7 +150,7 @@ def restrict_tokens(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 
 
 @torch.inference_mode()
-def beam_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
+def beam_search(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Beam search of src (B, S); up to `cfg.nbest` hypotheses per sentence, best first.
 
     A sentence's search ends when K hypotheses have ended in EOS (as in fairseq) or at its length limit.
@@ -253,7 +267,7 @@ def draw(probs: Tensor, u: Tensor) -> Tensor:
 Choose = Callable[[Tensor, Tensor], Tensor]  # (log_probs (b, V), rows (b,)) -> next tokens (b,)
 
 
-def one_by_one(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int, n: int,
+def one_by_one(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_positions: int, n: int,
                choose: Choose) -> list[list[Hypothesis]]:
     """The loop of greedy search and sampling: n hypotheses per sentence of src (B, S), each extended by
     the token `choose` picks until EOS or its length limit, best score first; hypotheses leave the batch
@@ -276,8 +290,8 @@ def one_by_one(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: in
         done = (tokens == EOS) | (limits[rows] <= t)  # the limit ends a hypothesis even if EOS is impossible
         penalty = length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type)
         for i in done.nonzero().flatten().tolist():
-            score = totals[i].item()
-            results[rows[i].item() // n].append(Hypothesis(history[i].tolist(), score / penalty, score))
+            score = cast(float, totals[i].item())  # item() is typed as any number; totals are float
+            results[cast(int, rows[i].item()) // n].append(Hypothesis(history[i].tolist(), score / penalty, score))
         history = torch.cat([history, tokens[:, None]], dim=1)
         if done.any():
             keep = (~done).nonzero().flatten()
@@ -288,7 +302,7 @@ def one_by_one(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: in
 
 
 @torch.inference_mode()
-def greedy_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
+def greedy_search(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Arg-max decoding of src (B, S); one hypothesis per sentence."""
     return one_by_one(model, src, cfg, max_positions, 1, lambda log_probs, rows: argmax_by_chunks(log_probs))
 
@@ -311,7 +325,7 @@ def argmax_by_chunks(x: Tensor, chunk: int = 64) -> Tensor:
 
 
 @torch.inference_mode()
-def sample_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int,
+def sample_search(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_positions: int,
                   keys: Optional[Sequence[int]] = None) -> list[list[Hypothesis]]:
     """`cfg.nbest` independent samples per sentence of src (B, S), best score first.
 
@@ -330,7 +344,7 @@ def sample_search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions:
     return one_by_one(model, src, cfg, max_positions, cfg.nbest, choose)
 
 
-def search(model: Decoder, src: Tensor, cfg: SearchConfig, max_positions: int,
+def search(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_positions: int,
            keys: Optional[Sequence[int]] = None) -> list[list[Hypothesis]]:
     """Sampling with `cfg.sampling` (`keys`: the sentences' line numbers); otherwise greedy search for
     beam 1 (and nbest 1), beam search for more."""

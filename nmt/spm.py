@@ -135,7 +135,7 @@ class SentencePieceTokenizer:
         index = self._index
         return [[index.get(p, UNK) for p in seq] for seq in found]
 
-    def decode(self, ids: Iterable[Sequence[int]], side: str = "target") -> list[str]:
+    def decode(self, ids: Iterable[Iterable[int]], side: str = "target") -> list[str]:
         """Text of each id sequence: stops at the first EOS and skips PAD and BOS (UNK reads " ⁇ ").
 
         With a table, the pieces are decoded as text: one the side's model does not know reads as itself

@@ -57,7 +57,7 @@ class Tokenizer(Protocol):
         segmentation (subword regularisation, for training), the same for the same lines and `seed`."""
         ...
 
-    def decode(self, ids: Iterable[Sequence[int]], side: str = "target") -> list[str]:
+    def decode(self, ids: Iterable[Iterable[int]], side: str = "target") -> list[str]:
         """Text of each id sequence: stops at the first EOS, skips PAD and BOS."""
         ...
 

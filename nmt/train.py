@@ -152,6 +152,7 @@ def run_rank(rank: int, init_method: Optional[str], progress: ProgressFn, stop: 
 
 def start_rank(job: TrainJob, comm: Comm, progress: ProgressFn, stop: StopSignal) -> Trainer:
     """This rank's Trainer: new, resumed from `job.resume`, or started from --init-from."""
+    assert job.model_cfg is not None and job.train_cfg is not None  # run_rank has planned the job
     trainer = Trainer(job.data_dir, job.out_dir, job.model_cfg, job.train_cfg, comm.device, progress, comm, stop)
     if job.resume is not None:
         check_resumable_here(job.resume, comm.rank)

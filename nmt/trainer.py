@@ -18,7 +18,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.regularization import Resegmenter
 from nmt.validation import Validator
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
 
 LOG_NAME = "log.jsonl"
 CONFIG_NAME = "config.toml"
@@ -81,7 +84,8 @@ def tail_factor(kind: str, progress: float, share: float) -> float:
 
 def rng_state(device: torch.device) -> dict:
     """Every random generator a run may draw from (dropout uses torch's), as checkpoint-safe data."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    # The legacy tuple (legacy=True is the default), which numpy's stubs type as the dict of legacy=False.
+    kind, keys, pos, has_gauss, cached = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
     state = {"torch": torch.get_rng_state(), "python": list(random.getstate()),
              "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
                        "has_gauss": int(has_gauss), "cached": float(cached)}}
@@ -304,7 +308,7 @@ class Trainer:
         """DDP all-reduces gradients in the backward of the last micro-batch of an update only."""
         if sync or self.model is self.module:
             return contextlib.nullcontext()
-        return self.model.no_sync()
+        return cast("DistributedDataParallel", self.model).no_sync()
 
     def update(self, group: list[np.ndarray]) -> UpdateStats:
         """One optimiser update over this rank's share of `group` (gradient accumulation)."""
@@ -433,6 +437,7 @@ class Trainer:
             # No buffer sync at every forward: the only buffer (sinusoidal positions) is constant.
             # (torch >= 2.13 renames the option; the old name still works there, with a warning.)
             params = inspect.signature(DistributedDataParallel.__init__).parameters
+            sync: dict[str, Any]  # keyword arguments of DistributedDataParallel
             sync = {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
             self.model = DistributedDataParallel(self.module, device_ids=ids, **sync)
 
@@ -526,6 +531,7 @@ class Trainer:
         measured = [math.nan, math.nan]
         if self.is_main:
             loss = self.validator.loss(self.module, self.device, self.autocast)
+            assert loss is not None  # the validator has pairs (len above)
             bleu = self.validator.bleu(self.module, self.device, self.autocast)
             measured = [loss, math.nan if bleu is None else bleu]
         loss, bleu = self.comm.broadcast(measured)
@@ -536,7 +542,8 @@ class Trainer:
             self.state.best_bleu, self.state.bad_validations = self.state.valid_bleu, 0
         elif periodic and self.state.valid_bleu is not None:
             self.state.bad_validations += 1
-        record = {"update": self.state.updates, "valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0))}
+        record: dict[str, Optional[float]] = {"update": self.state.updates, "valid_loss": loss,
+                                              "valid_ppl": math.exp(min(loss, 50.0))}
         text = f"valid | update {self.state.updates} | loss {loss:.3f} | ppl {record['valid_ppl']:.2f}"
         if self.state.valid_bleu is not None:
             record.update(valid_bleu=self.state.valid_bleu, valid_best_bleu=self.state.best_bleu)

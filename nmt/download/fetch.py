@@ -28,7 +28,7 @@ from nmt.errors import DownloadError
 from nmt.progress import ProgressFn, ignore
 
 if TYPE_CHECKING:
-    from typing import Self  # Python 3.11; read by type checkers only
+    from typing_extensions import Self  # typing.Self needs Python 3.11; read by type checkers only
 
 CHUNK = 1 << 18  # bytes read per network or disk chunk
 CONNECT_TIMEOUT = 10.0  # seconds to open a connection (the read timeout is --timeout)
