@@ -38,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import time
-from inspect import signature
 from pathlib import Path
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"

@@ -224,7 +224,8 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
     "average": CommandPaths({"out": FILE}, named=run_checkpoints),
     "translate": CommandPaths({"output": FILE, "attention": Writes(True, heatmaps_own)},
                               reads_stdin=lambda p: p.get("input") is None, prints=lambda p: p.get("output") is None),
-    "eval": CommandPaths({"save_hyp": FILE}, named=lambda p: [("--hyp", Path(h)) for h in p.get("hyp") or [] if h != "-"],
+    "eval": CommandPaths({"save_hyp": FILE},
+                         named=lambda p: [("--hyp", Path(h)) for h in p.get("hyp") or [] if h != "-"],
                          reads_stdin=eval_reads_stdin, prints=lambda p: True),
     "demo": CommandPaths({"out": Writes(True)}, prints=lambda p: True),
     "download": CommandPaths({"out": Writes(True)}, prints=lambda p: bool(p.get("list_") or p.get("verify"))),
@@ -246,7 +247,8 @@ def is_path_parameter(param: Any) -> bool:
     if descriptor is None:
         return type(getattr(param, "type", None)).__name__ == "Path"
     kind = descriptor.annotation  # Path, or List[Path] for a repeated option
-    return bool(descriptor.is_path) or (typing.get_origin(kind) in (list, tuple) and typing.get_args(kind)[:1] == (Path,))
+    listed = typing.get_origin(kind) in (list, tuple) and typing.get_args(kind)[:1] == (Path,)
+    return bool(descriptor.is_path) or listed
 
 
 def path_values(value: Any) -> list[Path]:
@@ -280,6 +282,7 @@ class PathGuard(TyperCommand):
     def invoke(self, ctx: Any) -> Any:
         from nmt.files import check_outputs
 
+        assert self.name is not None  # every command is registered by name
         roles = COMMAND_PATHS[self.name]
         if roles.prints(ctx.params):
             require_stdout()
@@ -367,16 +370,20 @@ def write_stdout(text: str) -> None:
 
 @command("bpe", epilog="Example: nmt bpe --train data/train.en data/train.de --vocab-size 37000 --out run/bpe.model")
 def bpe_command(
-    train: Annotated[List[Path], typer.Option("--train", help="Text files (plain, gzip, bzip2 or xz); list several after one --train.")],
+    train: Annotated[List[Path], typer.Option("--train", help="Text files (plain, gzip, bzip2 or xz); list several "
+                                              "after one --train.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the BPE model.")],
     more: Annotated[Optional[List[Path]], typer.Argument(help="More training files.", show_default=False,
                                                          metavar="FILES")] = None,
     vocab_size: Annotated[int, typer.Option("--vocab-size", help="Joint vocabulary size.")] = 37000,
-    sample: Annotated[Optional[int], typer.Option("--sample", help="Train on a seeded random sample of N lines.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of --sample (default 1).", show_default=False)] = None,
+    sample: Annotated[Optional[int], typer.Option("--sample", help="Train on a seeded random sample of N "
+                                                  "lines.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of --sample (default 1).",
+                                                show_default=False)] = None,
     threads: EncodeThreads = 0,
     kind: Annotated[str, typer.Option("--kind", help="youtokentome (BPE) or sentencepiece.")] = "youtokentome",
-    model_type: Annotated[Optional[str], typer.Option("--model-type", help="sentencepiece only: unigram (default) or bpe.")] = None,
+    model_type: Annotated[Optional[str], typer.Option("--model-type", help="sentencepiece only: unigram (default) "
+                                                      "or bpe.")] = None,
 ) -> None:
     """Learn a joint (source + target) subword vocabulary: BPE with youtokentome, or SentencePiece."""
     from nmt.console import err, progress_display
@@ -410,7 +417,8 @@ def prepare_command(
     chunk_size: Annotated[int, typer.Option("--chunk-size", help="Pairs encoded per chunk.")] = 100_000,
     threads: EncodeThreads = 0,
 ) -> None:
-    """Encode parallel text into subwords, filter it, and write the binary training data; prints the filter report (JSON)."""
+    """Encode parallel text into subwords, filter it, and write the binary training data; prints the filter
+    report (JSON)."""
     from nmt.console import progress_display
     from nmt.dataset import prepare
     from nmt.files import is_checkpoint_file
@@ -444,7 +452,8 @@ def train_command(
     threads: Annotated[int, typer.Option("--threads", help="CPU threads per process (0: torch's default; "
                                          "with --nproc N: cores / N).")] = 0,
     layers: Annotated[Optional[int], typer.Option("--layers", help="Encoder and decoder layers (--encoder-layers "
-                                                  "and --decoder-layers win over it).", rich_help_panel="Model")] = None,
+                                                  "and --decoder-layers win over it).",
+                                                  rich_help_panel="Model")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML file of [model] and [train] fields (and "
                       "preset); the options given here override it. RUN/config.toml of a run is one.")] = None,
     print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved configuration (TOML) "
@@ -454,7 +463,8 @@ def train_command(
     from nmt.config import ConfigFile, flag_of, read_config_file, to_toml
     from nmt.console import err, progress_display
     from nmt.errors import ConfigError
-    from nmt.train import plan, train as run
+    from nmt.train import plan
+    from nmt.train import train as run
 
     if layers is not None and "encoder_layers" in model and "decoder_layers" in model:
         raise ConfigError("--layers does nothing next to --encoder-layers and --decoder-layers; drop one of them")
@@ -481,7 +491,8 @@ def train_command(
         return
     valid = f", valid loss {result.valid_loss:.3f}" if result.valid_loss is not None else ""
     valid += f", BLEU {result.valid_bleu:.2f} (best: {result.best_checkpoint})" if result.valid_bleu is not None else ""
-    err.print(f"trained to update {result.updates} in {result.seconds:.0f}s ({result.tokens_per_second:,.0f} target tokens/s)"
+    err.print(f"trained to update {result.updates} in {result.seconds:.0f}s "
+              f"({result.tokens_per_second:,.0f} target tokens/s)"
               f"{valid}; stopped by {result.stopped or 'request'}; last checkpoint {result.checkpoint}")
 
 
@@ -499,7 +510,8 @@ def has_split(data: Path, split: str) -> bool:
 def average_command(
     inputs: Annotated[List[Path], typer.Argument(help="A run folder (with --last N) or checkpoint files.")],
     out: Annotated[Path, typer.Option("--out", help="Averaged checkpoint to write.")],
-    last: Annotated[Optional[int], typer.Option("--last", help="Average the newest N step checkpoints of the run folder.")] = None,
+    last: Annotated[Optional[int], typer.Option("--last", help="Average the newest N step checkpoints of the run "
+                                                "folder.")] = None,
 ) -> None:
     """Average the parameters of several checkpoints into one."""
     from nmt import checkpoint
@@ -562,7 +574,7 @@ def translate_command(
         nbest = translator.search_cfg.nbest
         with atomic_write(output, "w") if output else contextlib.nullcontext() as out_file, \
                 translation_progress(total) as report:
-            write = out_file.write if output else write_stdout
+            write = out_file.write if out_file is not None else write_stdout
             translator.progress = log = report
             for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
                 lines = format_nbest(i, t) if nbest > 1 else [t.text]
@@ -572,7 +584,8 @@ def translate_command(
                 write("\n".join(lines) + "\n")
                 if attention and t.hypotheses and t.source:
                     paths = write_heatmaps(translator.attention(t.source, t.hypotheses[0][1], i), attention, i)
-                    log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} to {attention}"))
+                    log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} "
+                                                      f"to {attention}"))
     finally:
         if input:
             stream.close()
@@ -620,7 +633,8 @@ def eval_command(
                    for name in given.values]
         if unused:
             raise ConfigError(f"{', '.join(unused)}: only {'applies' if len(unused) == 1 else 'apply'} with --model "
-                              f"(translating --src); add --model CHECKPOINT or drop {'it' if len(unused) == 1 else 'them'}")
+                              f"(translating --src); add --model CHECKPOINT or drop "
+                              f"{'it' if len(unused) == 1 else 'them'}")
     elif src is None:
         raise InputError("--model needs --src: the source file to translate")
     else:
@@ -636,6 +650,7 @@ def eval_command(
     ref_names = [str(r) for r in ref]
     systems = [read_system(h) for h in (hyp or ([] if model else ["-"]))]
     if model:
+        assert src is not None  # refused above without it
         sources = list(read_lines(src))
         check_parallel(sources, refs[0], str(src), ref_names[0])
         set_threads(options.threads)
@@ -716,8 +731,10 @@ def scores_table(scores) -> str:
 @command("demo", epilog="Example: nmt demo --out nmt-demo")
 def demo_command(
     out: Annotated[Path, typer.Option("--out", help="Folder for the whole run (data, checkpoints, averaged model).")],
-    max_updates: Annotated[Optional[int], typer.Option("--max-updates", help="Training updates (default: the demo's).")] = None,
-    threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch; the tiny model is fastest on one.")] = 1,
+    max_updates: Annotated[Optional[int], typer.Option("--max-updates", help="Training updates (default: the "
+                                                       "demo's).")] = None,
+    threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch; the tiny model is fastest on "
+                                         "one.")] = 1,
 ) -> None:
     """Run the whole pipeline on the bundled sample corpus: bpe, prepare, train, average, translate, eval."""
     from nmt.config import INT_MAX, check_range
@@ -743,11 +760,14 @@ def download_command(
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder.")] = None,
     pair: Annotated[Optional[str], typer.Option("--pair", help="Language pair, source first (en-de, de-en, en-fr, "
                                                 "fr-en; see --list); default: the family's first.")] = None,
-    mirror: Annotated[Optional[str], typer.Option("--mirror", help="Base URL or local folder that replaces the dataset's source.")] = None,
-    extra_tests: Annotated[bool, typer.Option("--extra-tests", help="Also fetch the dataset's extra test sets.")] = False,
+    mirror: Annotated[Optional[str], typer.Option("--mirror", help="Base URL or local folder that replaces the "
+                                                  "dataset's source.")] = None,
+    extra_tests: Annotated[bool, typer.Option("--extra-tests", help="Also fetch the dataset's extra test "
+                                              "sets.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the known datasets.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the server's next bytes (connect: "
-                       "10 at most); a transfer that brings under 1 KiB in this time has stalled and is resumed.")] = 30.0,
+                       "10 at most); a transfer that brings under 1 KiB in this time has stalled and is "
+                       "resumed.")] = 30.0,
     verify: Annotated[bool, typer.Option("--verify", help="Check the files in --out against MANIFEST.json's sizes "
                       "and sha256, download nothing; exit 1 if any differs.")] = False,
 ) -> None:
@@ -772,7 +792,8 @@ def download_command(
                   "e.g. `nmt download wmt14 --pair en-fr` is wmt14-en-fr.")
         return
     if name is None or out is None:
-        raise InputError("name a dataset and --out FOLDER (e.g. nmt download multi30k --out data/multi30k), or use --list")
+        raise InputError("name a dataset and --out FOLDER (e.g. nmt download multi30k --out data/multi30k), "
+                         "or use --list")
     spec = dl.resolve(name, pair)  # an unknown name or pair is an error before anything is read or written
     if verify:
         good, problems = dl.verify_outputs(out)
@@ -789,7 +810,8 @@ def download_command(
 
 
 @command("serve", epilog="Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s "
-                              "localhost:8080/v1/translate -H 'Content-Type: application/json' -d '{\"text\": \"A man is walking.\"}'")
+                              "localhost:8080/v1/translate -H 'Content-Type: application/json' "
+                              "-d '{\"text\": \"A man is walking.\"}'")
 @with_config_options({"search": SearchConfig, "inference": InferenceConfig, "server": ServeConfig})
 def serve_command(
     model: ModelPaths,
@@ -805,8 +827,8 @@ def serve_command(
     Needs the web stack: pip install "nmt-toolkit[serve]"."""
     from nmt.config import check_range
     from nmt.console import message_logger
-    from nmt.progress import Progress
     from nmt.engine import open_engine
+    from nmt.progress import Progress
     from nmt.serve import check_files, listen, model_info, require_web_stack, serve
 
     require_web_stack()
@@ -832,7 +854,8 @@ def export_command(
                                "CTranslate2 can also quantise at load time).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT_DIR if it exists.")] = False,
 ) -> None:
-    """Export a checkpoint for another inference engine: a CTranslate2 model folder (needs `pip install ctranslate2`)."""
+    """Export a checkpoint for another inference engine: a CTranslate2 model folder (needs
+    `pip install ctranslate2`)."""
     from nmt.console import err
     from nmt.export import describe, export
 

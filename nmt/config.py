@@ -451,7 +451,8 @@ class InferenceConfig:
     """Where and how fast a model translates: device, threads, number format, batch sizes."""
 
     engine: Literal["auto", "torch", "ctranslate2"] = option(
-        "auto", "torch; ctranslate2 (pip install 'nmt-toolkit[ct2]'; the model is converted once, into the user's cache); "
+        "auto", "torch; ctranslate2 (pip install 'nmt-toolkit[ct2]'; the model is converted once, into the user's "
+        "cache); "
         "auto: ctranslate2 where installed and able to do what is asked, else torch (stderr says which and why).")
     gpus: int = option(0, "GPUs to use (0: CPU; translation runs on one).", low=0, high=INT_MAX)
     threads: int = option(0, "CPU threads of the engine (0: torch's default).", low=0, high=MAX_THREADS)

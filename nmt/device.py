@@ -101,7 +101,8 @@ def resolve_precision(requested: Precision | str, device: torch.device, *, train
                               "use --precision fp32 or bf16 on the CPU")
         raise ConfigError("--precision fp16 needs a GPU (--gpus 1); on the CPU use --int8, bf16 or fp32")
     if requested is Precision.INT8 and cuda:
-        raise ConfigError("--int8 (dynamic int8 quantisation) runs on the CPU only; on a GPU use --precision fp16 or bf16")
+        raise ConfigError("--int8 (dynamic int8 quantisation) runs on the CPU only; on a GPU use --precision fp16 "
+                          "or bf16")
     if requested is Precision.BF16 and cuda and not torch.cuda.is_bf16_supported():
         raise ConfigError("--precision bf16: this GPU has no bfloat16 support; use --precision fp16"
                           + (" or auto" if training else ""))

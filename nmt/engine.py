@@ -14,8 +14,16 @@ from typing import Iterable, Iterator, Protocol, Sequence, Union
 import torch
 
 from nmt.attention import AttentionMaps
-from nmt.config import (InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig, check_field, from_dict,
-                        overrides)
+from nmt.config import (
+    InferenceConfig,
+    ModelConfig,
+    Overrides,
+    Precision,
+    SearchConfig,
+    check_field,
+    from_dict,
+    overrides,
+)
 from nmt.conversions import converted, rebuild
 from nmt.device import native_bf16, resolve_precision, select_device
 from nmt.errors import ConfigError, InputError, OutputError
@@ -37,6 +45,7 @@ class Engine(Protocol):
 
     name: str  # torch, ctranslate2
     search_cfg: SearchConfig  # the search of every chunk (the server's default search)
+    progress: ProgressFn  # where warnings go (a line cut to fit the model); the commands set it
 
     @property
     def languages(self) -> tuple[str, str]:

@@ -124,7 +124,8 @@ def _converter_class() -> type:
     from ctranslate2.converters import Converter
 
     class NmtConverter(Converter):
-        """Converts an nmt checkpoint: `_load` builds the spec; `Converter.convert` validates, quantizes and saves it."""
+        """Converts an nmt checkpoint: `_load` builds the spec; `Converter.convert` validates, quantizes and
+        saves it."""
 
         def __init__(self, model_path: Path):
             self.model_path = model_path
@@ -374,7 +375,8 @@ def read_meta(model_dir: Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(f"{meta_path}: cannot be read ({e}); export the model again") from None
-    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT or meta.get("version") not in READABLE_VERSIONS:
+    known = isinstance(meta, dict) and meta.get("format") == EXPORT_FORMAT
+    if not known or meta.get("version") not in READABLE_VERSIONS:
         raise InputError(f"{meta_path}: not an nmt CTranslate2 export of version {EXPORT_VERSION}; export it again")
     return meta
 
@@ -483,7 +485,8 @@ class CTranslate2Translator(BatchTranslator):
         try:
             self.tokenizer = load_tokenizer(read_files(model_dir, meta.get("tokenizer")), str(model_dir))
         except OSError as e:
-            raise InputError(f"{model_dir}: cannot read the tokenizer ({e.strerror or e}); export the model again") from None
+            raise InputError(f"{model_dir}: cannot read the tokenizer ({e.strerror or e}); export the model "
+                             "again") from None
         self.vocab = ctranslate2_vocabulary(self.tokenizer)
         self.ids = {tok: i for i, tok in enumerate(self.vocab)}
         data = meta.get("data") or {}

@@ -8,7 +8,8 @@ share per-sentence parts (the source's keys and values) between a sentence's bea
 
 Conventions: hypotheses are scored by their total log-probability including EOS; the length used
 by the length penalty counts the generated tokens including EOS; beam search keeps the K likeliest
-finished hypotheses and ranks them by score (as CTranslate2 does, so that the two engines agree). Sentences whose search is over
+finished hypotheses and ranks them by score (as CTranslate2 does, so that the two engines agree).
+Sentences whose search is over
 leave the batch, so the work shrinks as they finish.
 """
 

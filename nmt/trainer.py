@@ -35,10 +35,10 @@ from nmt.distributed import Comm, StopSignal
 from nmt.errors import ConfigError, DataError, TrainingDiverged, TrainingInterrupted
 from nmt.files import atomic_write
 from nmt.loss import Workspace, label_smoothed_loss, projected_loss
-from nmt.timing import training_timing
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.regularization import Resegmenter
+from nmt.timing import training_timing
 from nmt.validation import Validator
 
 if TYPE_CHECKING:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Optional, Sequence
+from typing import IO, Iterable, Iterator, Optional, Protocol, Sequence
 
 import torch
 
 from nmt import checkpoint
 from nmt.attention import AttentionMaps, alignments, attention_maps
-from nmt.config import INT_MAX, check_range
-from nmt.config import InferenceConfig, Overrides, Precision, SearchConfig, overrides
+from nmt.config import INT_MAX, InferenceConfig, Overrides, Precision, SearchConfig, check_range, overrides
 from nmt.device import precision_warning, resolve_precision, select_device
 from nmt.ensemble import Ensemble
 from nmt.errors import CheckpointError, ConfigError
@@ -84,7 +83,8 @@ class BatchTranslator:
             hyps = self.search_batch([encoded[i] for i in batch], [first_line + i for i in batch])
             for i, sentence_hyps in zip(batch, hyps):
                 # One line out per line in, whatever the vocabulary holds: no piece may break the line.
-                texts = [t.replace("\r", " ").replace("\n", " ") for t in self.tokenizer.decode([h.tokens for h in sentence_hyps])]
+                decoded = self.tokenizer.decode([h.tokens for h in sentence_hyps])
+                texts = [t.replace("\r", " ").replace("\n", " ") for t in decoded]
                 results[i] = Translation(texts[0] if texts else "", list(zip(texts, sentence_hyps)), lines[i])
             done += len(batch)
             self.progress(Progress("translate", done=done, unit="sentences"))
@@ -221,7 +221,7 @@ def length_sorted_batches(encoded: list[list[int]], max_tokens: int, max_sentenc
         yield batch
 
 
-def read_chunks(stream: BinaryIO, max_lines: int = 512, progress: ProgressFn = ignore) -> Iterator[list[str]]:
+def read_chunks(stream: IO[bytes], max_lines: int = 512, progress: ProgressFn = ignore) -> Iterator[list[str]]:
     """Lines of a byte stream (plain or gzip text) in chunks of what has arrived so far (at most
     `max_lines` each), without their newline (LF or CRLF) and without a byte-order mark.
 
@@ -243,7 +243,8 @@ def read_chunks(stream: BinaryIO, max_lines: int = 512, progress: ProgressFn = i
             try:
                 out.append(b.decode("utf-8"))
             except UnicodeDecodeError:
-                progress(Progress("translate", message=f"warning: input line {line_no} is not valid UTF-8; undecodable bytes replaced"))
+                progress(Progress("translate", message=f"warning: input line {line_no} is not valid UTF-8; "
+                                                       "undecodable bytes replaced"))
                 out.append(b.decode("utf-8", errors="replace"))
         if line_no == len(out) and out and out[0].startswith(BOM):  # the first chunk
             out[0] = out[0][len(BOM):]
@@ -266,7 +267,14 @@ def format_nbest(line_index: int, translation: Translation) -> list[str]:
             for rank, (text, h) in enumerate(translation.hypotheses)]
 
 
-def translate_file(translator: BatchTranslator, path: Optional[Path], lines: Optional[list[str]] = None) -> list[str]:
-    """Best translations of a file's lines (or of `lines`), in order."""
-    source = lines if lines is not None else list(read_lines(path))
+class Translates(Protocol):
+    def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]: ...
+
+
+def translate_file(translator: Translates, path: Optional[Path], lines: Optional[list[str]] = None) -> list[str]:
+    """Best translations of a file's lines (or of `lines`), in order, by any engine."""
+    if lines is None:
+        assert path is not None, "a file or its lines"
+        lines = list(read_lines(path))
+    source = lines
     return [t.text for t in translator.translate([source])]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import SAMPLE_DIR
+
 from nmt import checkpoint
 from nmt.config import InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig
 from nmt.errors import ConfigError
@@ -26,7 +26,8 @@ from nmt.vocab import EOS
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from nmt import conversions, engine as engines  # noqa: E402  (imports ctranslate2's users only where it exists)
+from nmt import conversions  # noqa: E402  (imports ctranslate2's users only where it exists)
+from nmt import engine as engines  # noqa: E402
 from nmt.engine import Needs, open_engine  # noqa: E402
 from nmt.export import CTranslate2Translator  # noqa: E402
 

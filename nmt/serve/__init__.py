@@ -10,12 +10,13 @@ The web stack (FastAPI on uvicorn, prometheus_client, python-multipart, fastapi-
 extra `nmt-toolkit[serve]`: this package can be imported without it, and `require_web_stack` names what is missing.
 """
 
-from nmt.serve.batching import Batcher, PendingRequest
 from nmt.config import ServeConfig
+from nmt.serve.batching import Batcher, PendingRequest
 from nmt.serve.config import check_files
 from nmt.serve.engine import ModelInfo, TranslationEngine, model_info, translate_function
 from nmt.serve.errors import Overloaded, RequestError, TooLarge
 from nmt.serve.server import address, listen, require_web_stack, serve
 
-__all__ = ["Batcher", "check_files", "ModelInfo", "Overloaded", "PendingRequest", "RequestError", "ServeConfig", "TooLarge",
+__all__ = ["Batcher", "check_files", "ModelInfo", "Overloaded", "PendingRequest", "RequestError", "ServeConfig",
+           "TooLarge",
            "TranslationEngine", "address", "listen", "model_info", "require_web_stack", "serve", "translate_function"]

@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 from typing import Any, AsyncIterator, Callable, Optional
 
-from nmt.serve.batching import Batcher
 from nmt.config import ServeConfig
+from nmt.serve.batching import Batcher
 from nmt.serve.config import check_files, read_api_keys
 from nmt.serve.engine import ModelInfo, TranslateFn, TranslationEngine, translate_function
 from nmt.serve.errors import install_handlers

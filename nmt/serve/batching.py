@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from nmt.search import SearchConfig
 from nmt.config import ServeConfig
+from nmt.search import SearchConfig
 from nmt.serve.engine import TranslateFn
 from nmt.serve.errors import Overloaded, TooLarge
 

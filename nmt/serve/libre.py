@@ -12,8 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from nmt.config import MAX_BEAM
 from nmt.serve.errors import NOT_JSON, RequestError
-from nmt.serve.schemas import (ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest,
-                               LibreResponse)
+from nmt.serve.schemas import ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest, LibreResponse
 from nmt.serve.service import Service, split
 
 router = APIRouter(tags=["LibreTranslate"])

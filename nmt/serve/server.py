@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterator, Optional, TextIO
 
-from nmt.errors import ConfigError, OutputError, os_error_message
 from nmt.config import ServeConfig
+from nmt.errors import ConfigError, OutputError, os_error_message
 from nmt.serve.engine import ModelInfo, TranslationEngine
 
 EXTRA_HINT = 'pip install "nmt-toolkit[serve]"'

@@ -9,11 +9,10 @@ import hmac
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from nmt.config import MAX_BEAM, check_range
+from nmt.config import MAX_BEAM, ServeConfig, check_range
 from nmt.errors import ConfigError
 from nmt.search import SearchConfig
 from nmt.serve.batching import Batcher
-from nmt.config import ServeConfig
 from nmt.serve.engine import ModelInfo
 from nmt.serve.errors import ClientGone, RequestError, TooLarge
 from nmt.translate import Translation
