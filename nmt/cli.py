@@ -204,6 +204,14 @@ def eval_reads_stdin(params: Mapping[str, Any]) -> bool:
     return "-" in hyp or (not hyp and not params.get("model"))
 
 
+def marian_files(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """The files of a Marian folder that `import marian` reads."""
+    from nmt.importers.marian import FOLDER_FILES
+
+    folder = params.get("folder")
+    return [("FOLDER", Path(folder) / name) for name in FOLDER_FILES] if folder else []
+
+
 @dataclass(frozen=True)
 class CommandPaths:
     """A command's outputs (parameter -> Writes), the files its string options name (`named`), and
@@ -231,6 +239,7 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
     "download": CommandPaths({"out": Writes(True)}, prints=lambda p: bool(p.get("list_") or p.get("verify"))),
     "serve": CommandPaths(),
     "export": CommandPaths({"out_dir": Writes(True)}),
+    "import marian": CommandPaths({"out": FILE}, named=marian_files),
 }
 
 
@@ -257,11 +266,12 @@ def path_values(value: Any) -> list[Path]:
     return [Path(v) for v in value] if isinstance(value, (list, tuple)) else [Path(value)]
 
 
-def command_paths(command: Any, params: Mapping[str, Any]) -> tuple[list, list[tuple[str, Path]]]:
-    """The outputs (nmt.files.Output) and inputs ((label, path)) of `command` called with `params`."""
+def command_paths(name: str, command: Any, params: Mapping[str, Any]) -> tuple[list, list[tuple[str, Path]]]:
+    """The outputs (nmt.files.Output) and inputs ((label, path)) of `command` (named `name`, as in
+    COMMAND_PATHS) called with `params`."""
     from nmt.files import Output
 
-    roles = COMMAND_PATHS[command.name]
+    roles = COMMAND_PATHS[name]
     outputs, inputs = [], []
     for param in command.params:
         if not is_path_parameter(param):
@@ -282,13 +292,22 @@ class PathGuard(TyperCommand):
     def invoke(self, ctx: Any) -> Any:
         from nmt.files import check_outputs
 
-        assert self.name is not None  # every command is registered by name
-        roles = COMMAND_PATHS[self.name]
+        name = command_name(ctx)
+        roles = COMMAND_PATHS[name]
         if roles.prints(ctx.params):
             require_stdout()
-        outputs, inputs = command_paths(self, ctx.params)
+        outputs, inputs = command_paths(name, self, ctx.params)
         check_outputs(outputs, inputs, reads_stdin=roles.reads_stdin(ctx.params))
         return super().invoke(ctx)
+
+
+def command_name(ctx: Any) -> str:
+    """A command's name below the program's: "translate", "import marian" (whatever the program is called)."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(reversed(names))
 
 
 def command(name: str, **kwargs: Any) -> Callable:
@@ -870,8 +889,9 @@ import_app = typer.Typer(name="import", help="Import a model trained elsewhere a
 app.add_typer(import_app)
 
 
-@import_app.command("marian", epilog="Example: huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir "
-                                     "opus-mt-en-de && nmt import marian opus-mt-en-de --out opus-mt-en-de.pt")
+@import_app.command("marian", cls=PathGuard,
+                    epilog="Example: huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir opus-mt-en-de "
+                           "&& nmt import marian opus-mt-en-de --out opus-mt-en-de.pt")
 def import_marian_command(
     folder: Annotated[Path, typer.Argument(help="A Hugging Face Marian (OPUS-MT) folder: config.json, the weights, "
                                            "source.spm, target.spm, vocab.json.", show_default=False)],

@@ -102,8 +102,9 @@ def open_engine(paths: Sequence[Path], search: Union[Overrides[SearchConfig], Se
     except Unsupported as e:
         if explicit:
             raise ConfigError(f"--engine ctranslate2: {e}; use --engine torch") from None
+        translator = Translator.open(paths, search, options, progress)  # its errors first: said once opened
         progress(Progress("engine", message=f"engine: torch (auto: {e})"))
-        return Translator.open(paths, search, options, progress)
+        return translator
     if not explicit:
         progress(Progress("engine", message=f"engine: ctranslate2 (auto; compute type {engine.compute_type})"))
     return engine

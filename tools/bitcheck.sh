@@ -37,10 +37,12 @@ for side in old new; do
     nmt train --data "$WORK/data" --out "$OUT/run" --preset multi30k --threads 1 --max-updates 100 \
         --save-interval 50 --valid-interval 50 --valid-bleu-sentences 100 2>/dev/null
     M=$OUT/run/checkpoint_00000100.pt
-    nmt translate -m "$M" --threads 1 -i "$WORK/test200.en" --beam 4 > "$OUT/beam4.de" 2>/dev/null
-    nmt translate -m "$M" --threads 1 -i "$WORK/test200.en" --beam 1 > "$OUT/greedy.de" 2>/dev/null
-    nmt translate -m "$M" --threads 1 -i "$WORK/test200.en" --beam 4 --nbest 3 > "$OUT/nbest.de" 2>/dev/null
-    nmt translate -m "$M" --threads 1 -i "$WORK/test200.en" --beam 4 --int8 > "$OUT/int8.de" 2>/dev/null
+    # nmt's own (torch) engine on both sides: a version with --engine would otherwise pick CTranslate2
+    ENGINE=(); nmt translate --help 2>/dev/null | grep -q -- "--engine" && ENGINE=(--engine torch)
+    nmt translate -m "$M" "${ENGINE[@]}" --threads 1 -i "$WORK/test200.en" --beam 4 > "$OUT/beam4.de" 2>/dev/null
+    nmt translate -m "$M" "${ENGINE[@]}" --threads 1 -i "$WORK/test200.en" --beam 1 > "$OUT/greedy.de" 2>/dev/null
+    nmt translate -m "$M" "${ENGINE[@]}" --threads 1 -i "$WORK/test200.en" --beam 4 --nbest 3 > "$OUT/nbest.de" 2>/dev/null
+    nmt translate -m "$M" "${ENGINE[@]}" --threads 1 -i "$WORK/test200.en" --beam 4 --int8 > "$OUT/int8.de" 2>/dev/null
     (cd "$OUT" && "$PY" "$TOOLS/fingerprint.py" . demo.stdout demo/test.hyp.de beam4.de greedy.de nbest.de int8.de) \
         > "$WORK/$side.fp"
 done

@@ -55,6 +55,8 @@ KIND = "marian"
 GET_ONE = ("download one with `huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir opus-mt-en-de` "
            "(or git clone https://huggingface.co/Helsinki-NLP/opus-mt-en-de)")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+FOLDER_FILES = ("config.json", *WEIGHT_FILES, "source.spm", "target.spm", "vocab.json", "tokenizer_config.json",
+                "generation_config.json")  # all that an import may read
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}  # transformers' name -> nmt's
 LANGUAGE = re.compile(r"[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*")
 TARGET_LANGUAGE_TOKEN = re.compile(r"^>>.+<<$")
