@@ -57,11 +57,28 @@ class RateColumn(ProgressColumn):
         return Text(f"{speed:,.1f} {self.unit}/s" if speed is not None else f"? {self.unit}/s")
 
 
-def eta(done: float, total: Optional[float], rate: Optional[float]) -> str:
-    """The time left as H:MM:SS, or '?' when it cannot be told yet."""
-    if not total or not rate or rate <= 0:
-        return "?"
-    return str(datetime.timedelta(seconds=round(max(total - done, 0) / rate)))
+def eta(done: float, total: Optional[float], rate: Optional[float], time_left: Optional[float] = None) -> str:
+    """The time left as H:MM:SS: at `rate` to `total`, or `time_left` (a time budget) if that ends first;
+    '?' when it cannot be told yet."""
+    seconds = max(total - done, 0) / rate if total and rate and rate > 0 else None
+    if time_left is not None:
+        seconds = time_left if seconds is None else min(seconds, time_left)
+    return "?" if seconds is None else str(datetime.timedelta(seconds=round(seconds)))
+
+
+class EtaColumn(ProgressColumn):
+    """rich's time left (from the task's rate), bounded by the time budget the task last reported."""
+
+    def render(self, task: Task) -> Text:
+        time_left, reported = task.fields.get("time_left"), task.fields.get("reported")
+        if time_left is not None and reported is not None:
+            time_left = max(time_left - (time.monotonic() - reported), 0.0)
+        if task.finished:
+            return Text("0:00:00", style="progress.remaining")
+        if task.time_remaining is None and time_left is None:
+            return Text("-:--:--", style="progress.remaining")
+        rate = task.speed if task.time_remaining is not None else None
+        return Text(eta(task.completed, task.total, rate, time_left), style="progress.remaining")
 
 
 @contextlib.contextmanager
@@ -78,7 +95,7 @@ def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
     if bytes_unit:
         columns += [BarColumn(bar_width=20), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
     else:
-        columns += [MofNCompleteColumn(), TimeRemainingColumn(), BarColumn(bar_width=10)]
+        columns += [MofNCompleteColumn(), EtaColumn(), BarColumn(bar_width=10)]
     columns += [TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1))]
     # redirect_stdout=False: results written to stdout while a bar is drawn must stay on stdout
     with RichProgress(*columns, console=err, transient=False, expand=True, redirect_stdout=False,
@@ -91,7 +108,8 @@ def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
                 return
             if event.task not in tasks:
                 tasks[event.task] = bar.add_task(event.task, total=event.total, info="")
-            bar.update(tasks[event.task], completed=event.done, total=event.total, info=format_info(event.info))
+            bar.update(tasks[event.task], completed=event.done, total=event.total, info=format_info(event.info),
+                       time_left=event.time_left, reported=time.monotonic())
 
         yield report
 
@@ -114,7 +132,7 @@ def plain_logger(min_interval: float = 2.0) -> ProgressFn:
         last[event.task] = now
         total = f"/{event.total:,.0f}" if event.total else ""
         rate = (event.done - start[1]) / (now - start[0]) if now > start[0] else None
-        left = f" | ETA {eta(event.done, event.total, rate)}" if event.total and not finished else ""
+        left = f" | ETA {eta(event.done, event.total, rate, event.time_left)}" if event.total and not finished else ""
         info = format_info(event.info)
         err.print(f"{event.task} {event.done:,.0f}{total} {event.unit}{left}" + (f" | {info}" if info else ""))
 

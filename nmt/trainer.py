@@ -512,8 +512,9 @@ class Trainer:
                     "lr": self.learning_rate(self.state.updates, elapsed),
                     "tok/s": tokens_seen / max(elapsed - self.session.begun, 1e-9), "gnorm": stats.gnorm,
                     "epoch": self.state.epoch + 1, "batch": f"{self.state.position}/{n_groups}", "elapsed": elapsed}
+            time_left = max(self.cfg.max_time - elapsed, 0.0) if self.cfg.max_time > 0 else None
             self.progress(Progress("train", done=self.state.updates, total=self.cfg.max_updates, unit="updates",
-                                   info=info))
+                                   info=info, time_left=time_left))
             self.log({"update": self.state.updates, **info})
         if self.state.updates % self.cfg.valid_interval == 0:
             self.report_valid(periodic=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,39 @@ def test_the_plain_log_line_gives_the_time_left(monkeypatch):
     report(Progress("train", done=200, total=1000, unit="updates", info={"loss": 4.0}))
     lines = screen.file.getvalue().splitlines()
     assert lines[-1] == "train 200/1,000 updates | ETA 0:01:20 | loss 4.000"  # 100 updates per 10 s: 800 left
+
+
+@pytest.mark.parametrize("done, total, rate, time_left, expected", [
+    (200, 1000, 10.0, None, "0:01:20"),     # at the rate
+    (200, 1000, 10.0, 30.0, "0:00:30"),     # a time budget that ends first
+    (200, 1000, 10.0, 500.0, "0:01:20"),    # one that ends after the last update
+    (200, 1000, None, 30.0, "0:00:30"),     # no rate yet
+    (200, None, None, None, "?"),
+    (200, 1000, 0.0, None, "?"),
+])
+def test_eta(done, total, rate, time_left, expected):
+    assert console.eta(done, total, rate, time_left) == expected
+
+
+def test_a_time_budget_bounds_the_time_left_on_both_displays(monkeypatch):
+    """train --max-time 600 with --max-updates 100000: the line tells the budget's end, not the 100,000th update."""
+    screen = terminal(200)
+    monkeypatch.setattr(console, "err", screen)
+    times, clock = iter([100.0, 110.0]), time.monotonic
+    monkeypatch.setattr(console.time, "monotonic", lambda: next(times))
+    report = console.plain_logger(min_interval=0)
+    for done in (100, 200):
+        report(Progress("train", done=done, total=100000, unit="updates", info={"loss": 4.0}, time_left=90.0))
+    assert screen.file.getvalue().splitlines()[-1] == "train 200/100,000 updates | ETA 0:01:30 | loss 4.000"
+
+    monkeypatch.setattr(console.time, "monotonic", clock)
+    screen = terminal(120)
+    monkeypatch.setattr(console, "err", screen)
+    with console.progress_display() as report:  # one report: no rate yet, the budget alone tells
+        report(Progress("train", done=120, total=100000, unit="updates", info={"loss": 4.0}, time_left=90.0))
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.file.getvalue())
+    last = [line for line in drawn.replace("\r", "\n").splitlines() if line.strip()][-1]
+    assert re.match(r"train\s+120/100000\s+0:01:(2\d|30)\s", last), last
 
 
 @pytest.mark.parametrize("is_terminal", [True, False])
