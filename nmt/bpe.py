@@ -30,9 +30,9 @@ import numpy as np
 import youtokentome as yttm
 
 from nmt.config import check_range
-from nmt.corpus import check_train_args, training_text
+from nmt.corpus import check_train_args, save_trained, training_text
 from nmt.errors import InputError, OutputError, os_error_message
-from nmt.files import atomic_write, check_output_file
+from nmt.files import check_output_file
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.vocab import BOS, EOS, PAD, SPECIALS, UNK, cut_at_eos
 
@@ -433,13 +433,5 @@ def train_bpe(
         data = model_path.read_bytes()
 
     tokenizer = BpeTokenizer(data, str(out))
-    if tokenizer.vocab_size < vocab_size:
-        # yttm stops when no pair is left to merge; the smaller model is still usable.
-        progress(Progress(
-            task="bpe",
-            message=f"the data allows only {tokenizer.vocab_size} BPE tokens, fewer than "
-            f"--vocab-size {vocab_size}; pass a smaller --vocab-size to silence this",
-        ))
-    with atomic_write(out) as f:
-        f.write(data)
+    save_trained(out, data, tokenizer.vocab_size, vocab_size, "BPE", progress)  # yttm stops when no pair is left
     return tokenizer

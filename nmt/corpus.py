@@ -13,7 +13,7 @@ import numpy as np
 
 from nmt.config import INT_MAX, check_range
 from nmt.errors import InputError
-from nmt.files import read_lines, resolve_text
+from nmt.files import atomic_write, read_lines, resolve_text
 from nmt.progress import Progress, ProgressFn
 
 # Vocabulary sizes the learners handle sensibly: youtokentome's run time grows linearly with
@@ -87,3 +87,13 @@ def reservoir_sample(lines: Iterable[str], n: int, seed: int) -> list[str]:
         k += len(block)
         del block  # before the next block is read
     return sample
+
+
+def save_trained(out: Path, data: bytes, got: int, wanted: int, kind: str, progress: ProgressFn) -> None:
+    """Write a trained subword model to `out` (atomically), with a warning where the data allowed fewer
+    pieces (`got`) than --vocab-size asked (`wanted`): the smaller model is still usable."""
+    if got < wanted:
+        progress(Progress(task="bpe", message=f"the data allows only {got} {kind} tokens, fewer than --vocab-size "
+                                              f"{wanted}; pass a smaller --vocab-size to silence this"))
+    with atomic_write(out) as f:
+        f.write(data)

@@ -24,9 +24,9 @@ import numpy as np
 import sentencepiece as spm
 
 from nmt.config import check_range
-from nmt.corpus import check_train_args, training_text
+from nmt.corpus import check_train_args, save_trained, training_text
 from nmt.errors import InputError
-from nmt.files import atomic_write, check_output_file
+from nmt.files import check_output_file
 from nmt.progress import Progress, ProgressFn, ignore
 from nmt.vocab import BOS, EOS, PAD, UNK, cut_at_eos
 
@@ -261,12 +261,5 @@ def train_sentencepiece(
     data = buffer.getvalue()
 
     tokenizer = SentencePieceTokenizer(data, name=str(out))
-    if tokenizer.vocab_size < vocab_size:
-        progress(Progress(
-            task="bpe",
-            message=f"the data allows only {tokenizer.vocab_size} SentencePiece tokens, fewer than "
-            f"--vocab-size {vocab_size}; pass a smaller --vocab-size to silence this",
-        ))
-    with atomic_write(out) as f:
-        f.write(data)
+    save_trained(out, data, tokenizer.vocab_size, vocab_size, "SentencePiece", progress)
     return tokenizer
