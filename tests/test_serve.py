@@ -224,6 +224,9 @@ def test_a_failure_of_the_server_itself_is_a_json_500_and_one_log_line():
         r = requests.post(url + "/v1/translate", json={"text": "a"}, timeout=30)
         assert r.status_code == 500 and r.headers["Content-Type"] == "application/json", r.text
         assert r.json() == {"error": "internal error: RuntimeError: device lost"}
+        # the log line follows the answer (the server's thread, after the response went out): wait for it
+        while not errors and time.monotonic() < deadline + 30:
+            time.sleep(0.01)
         assert errors == ["POST /v1/translate: RuntimeError: device lost"]
     finally:
         server.should_exit = True
