@@ -237,7 +237,7 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
                          reads_stdin=eval_reads_stdin, prints=lambda p: True),
     "demo": CommandPaths({"out": Writes(True)}, prints=lambda p: True),
     "download": CommandPaths({"out": Writes(True)}, prints=lambda p: bool(p.get("list_") or p.get("verify"))),
-    "serve": CommandPaths(),
+    "serve": CommandPaths({"access_log": FILE}),  # appended to: never an input (a checkpoint, --api-keys)
     "export": CommandPaths({"out_dir": Writes(True)}),
     "import marian": CommandPaths({"out": FILE}, named=marian_files),
 }

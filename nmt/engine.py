@@ -145,6 +145,9 @@ def open_ctranslate2(paths: list[Path], search: Union[Overrides[SearchConfig], S
         Overrides(SearchConfig, meta.get("search") or {}).apply())
     if search_cfg.sampling and not explicit:
         raise Unsupported("--sampling: CTranslate2 draws other samples than torch (--engine ctranslate2 for its own)")
+    if search_cfg.sampling:  # never a silent difference between the engines
+        progress(Progress("engine", message="note: --engine ctranslate2 draws its own samples: the same --seed gives "
+                                            "other samples than --engine torch (each engine's are reproducible)"))
     if compute_type is None:
         model_cfg = from_dict(ModelConfig, meta["model_config"], str(entry))
         compute_type = auto_compute_type(device, supported, model_cfg)

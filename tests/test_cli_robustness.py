@@ -399,6 +399,7 @@ def workspace(tmp_path, tiny_checkpoint, tiny_run, tiny_data, tiny_bpe, tiny_cor
     shutil.copytree(tiny_data, tmp_path / "data")
     shutil.copytree(tiny_run, tmp_path / "run", ignore=shutil.ignore_patterns(LOCK_NAME))
     (tmp_path / "config.toml").write_text("[train]\nmax_updates = 1\n")
+    (tmp_path / "keys.txt").write_text("secret\n")
     (tmp_path / "marian").mkdir()  # a Marian folder's files (the guard acts before they are read)
     for name in ("config.json", "source.spm", "target.spm", "vocab.json"):
         (tmp_path / "marian" / name).write_text("{}\n")
@@ -420,7 +421,7 @@ def templates(root: Path) -> dict[str, list]:
                  root / "hyp.de", "--save-hyp", root / "new-hyp.de"],
         "demo": ["demo", "--out", root / "new-demo"],
         "download": ["download", "multi30k", "--out", root / "new-download"],
-        "serve": ["serve", "-m", root / "model.pt"],
+        "serve": ["serve", "-m", root / "model.pt", "--api-keys", root / "keys.txt", "--access-log", root / "new-access.log"],
         "export": ["export", root / "model.pt", root / "new-export"],
         "import marian": ["import", "marian", root / "marian", "--out", root / "new-imported.pt"],
     }
@@ -475,7 +476,7 @@ def test_every_path_that_is_written_is_marked_an_output():
         for param in command_of(name).params:
             if not is_path_parameter(param):
                 continue
-            written = re.search(r"\b(write|writes|written|output|folder for)\b", param.help or "", re.I)
+            written = re.search(r"\b(write|writes|written|append|appends|output|folder for)\b", param.help or "", re.I)
             written = written or re.fullmatch(r"out(put)?(_dir)?|save_\w+", param.name)
             assert bool(written) == (param.name in COMMAND_PATHS[name].outputs), (name, param.name, param.help)
 

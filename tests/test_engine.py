@@ -308,8 +308,13 @@ def test_auto_falls_back_on_torch_and_says_why(tiny_checkpoint, monkeypatch, tmp
     assert str(e.value).endswith("use --engine torch") and "\n" not in str(e.value)
 
 
-def test_sampling_runs_on_ctranslate2_when_asked(tiny_checkpoint):
-    assert opened(tiny_checkpoint, "ctranslate2", sampling=True).name == "ctranslate2"
+def test_sampling_runs_on_ctranslate2_when_asked_and_says_its_samples_are_its_own(tiny_checkpoint):
+    events: list[Progress] = []
+    assert opened(tiny_checkpoint, "ctranslate2", events, sampling=True).name == "ctranslate2"
+    assert any(m.startswith("note: --engine ctranslate2 draws its own samples") for m in messages(events))
+    events.clear()
+    opened(tiny_checkpoint, "ctranslate2", events)
+    assert not any("samples" in m for m in messages(events))
 
 
 def test_torch_is_quiet_and_auto_names_ctranslate2_once(tiny_checkpoint):

@@ -165,3 +165,11 @@ def test_misspelt_fields_get_a_suggestion(tmp_path: Path):
     config.write_text("[train]\nwarmpu = 3\n")
     with pytest.raises(ConfigError, match="did you mean 'warmup'"):
         read_config_file(config)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])  # utf-8-sig: a byte order mark (Windows editors)
+def test_a_config_file_reads_the_same_with_or_without_a_byte_order_mark(encoding, tmp_path: Path):
+    config = tmp_path / "c.toml"
+    config.write_text("[model]\nd_model = 96\n[train]\nwarmup = 3\n", encoding=encoding)
+    file = read_config_file(config)
+    assert file.model.apply().d_model == 96 and file.train.apply().warmup == 3
