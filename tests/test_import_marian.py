@@ -19,6 +19,7 @@ What "the same" means here, and how it is checked:
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -464,11 +465,39 @@ def test_translate_eval_alignments_and_heatmaps(imported, tmp_path):
 
 
 def test_average_of_imported_models(imported, tmp_path):
-    averaged = checkpoint.average([imported["relu"], imported["relu"]])
+    """Two fine-tuned versions of one imported model (here: the model and a perturbed copy) average
+    tensor by tensor, keep the model's search defaults, and the average translates."""
     original = checkpoint.load(imported["relu"])
+    generator = torch.Generator().manual_seed(0)
+    moved = {name: t + 0.01 * torch.randn(t.shape, generator=generator) if t.is_floating_point() else t
+             for name, t in original.weights.items()}
+    checkpoint.save(tmp_path / "moved.pt", dataclasses.replace(original, weights=moved))
+    averaged = checkpoint.average([imported["relu"], tmp_path / "moved.pt"])
     for name, tensor in original.weights.items():
-        assert torch.allclose(averaged.weights[name], tensor, atol=1e-6), name
+        assert torch.allclose(averaged.weights[name], (tensor + moved[name]) / 2, atol=1e-6), name
+    assert not all(torch.equal(averaged.weights[n], t) for n, t in original.weights.items())
     assert averaged.search == original.search and averaged.model_config == original.model_config
+    checkpoint.save(tmp_path / "averaged.pt", averaged)
+    translations = Translator(tmp_path / "averaged.pt").translate_chunk(LINES[:3])
+    assert len(translations) == 3 and all(t.hypotheses for t in translations)
+
+
+def test_both_engines_translate_an_imported_model_alike(imported, tmp_path, monkeypatch):
+    """`--engine ctranslate2` converts an imported model on first use (the output bias, swish, the halves
+    position table) and gives the torch engine's translations wherever torch's did not stop at the
+    length limit (there nmt forces EOS, CTranslate2 stops without it)."""
+    pytest.importorskip("ctranslate2")
+    from nmt.config import InferenceConfig
+    from nmt.engine import open_engine
+
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
+    search = Overrides(SearchConfig, dict(beam=4, lenpen=1.0, lenpen_type="power", **LIMIT))
+    engines = {name: open_engine([imported["ending"]], search, Overrides(InferenceConfig, {"engine": name, "threads": 1}))
+               for name in ("torch", "ctranslate2")}
+    assert engines["ctranslate2"].name == "ctranslate2"
+    ours, theirs = (engines[name].translate_chunk(LINES) for name in ("torch", "ctranslate2"))
+    compared = [a.text == b.text for a, b in zip(ours, theirs) if len(a.hypotheses[0][1].tokens) < LIMIT["max_len_b"]]
+    assert all(compared) and len(compared) >= len(LINES) // 2
 
 
 def test_int8(imported):
