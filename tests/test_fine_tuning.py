@@ -93,7 +93,7 @@ def test_fine_tuning_keeps_or_resets_the_optimizer_and_schedule(domains, tmp_pat
     ok(nmt("train", "--data", data, "--out", tmp_path / "kept", "--init-from", domains["base"], "--max-updates", 1,
            "--no-reset-optimizer", "--no-reset-lr-scheduler", *TRAIN))
     kept = checkpoint.load(checkpoint.latest(tmp_path / "kept"))
-    assert kept["lr_offset"] == BASE_UPDATES
+    assert kept.state.lr_offset == BASE_UPDATES
     # Adam's step counts go on from the base run's, and the learning rate is the schedule's at update 101.
     assert kept.resumable.optimizer["state"][0]["step"] == base.resumable.optimizer["state"][0]["step"] + 1
     assert kept.resumable.optimizer["param_groups"][0]["lr"] == pytest.approx(learning_rate(BASE_UPDATES + 1, 64, 2.0, 100))
