@@ -91,3 +91,10 @@ def os_error_message(e: OSError, path: object = None, action: str = "") -> str:
     what = f"{action} ({reason})" if action else reason
     fix = _OS_ERROR_FIXES.get(e.errno) if e.errno is not None else None
     return (f"{path}: " if path is not None else "") + what + (f"; {fix}" if fix else "")
+
+
+def one_line(e: Exception, limit: int = 0) -> str:
+    """An exception's message on one line (another library's may span several), cut at `limit` characters
+    (0: whole), or its type's name where it has none."""
+    text = " ".join(str(e).split())
+    return (text[:limit] if limit else text) or type(e).__name__

@@ -45,7 +45,7 @@ import torch
 from nmt import checkpoint
 from nmt.attention import EOS_LABEL, word_alignment
 from nmt.config import Overrides, to_dict
-from nmt.errors import ConfigError, InputError, OutputError
+from nmt.errors import ConfigError, InputError, OutputError, one_line
 from nmt.progress import ProgressFn, ignore
 from nmt.search import Hypothesis, SearchConfig, best_hypotheses, length_penalty, max_lengths
 from nmt.tokenizer import Tokenizer, load_tokenizer, read_files, save_files
@@ -326,16 +326,12 @@ def _convert(converter: Converter, model_dir: Path, quantization: Optional[str])
     try:
         converter.convert(str(model_dir), quantization=quantization)
     except NotImplementedError as e:  # _load: an architecture this converter cannot express
-        raise NotExportable(f"{path}: cannot be exported to CTranslate2 ({_one_line(e)}); "
+        raise NotExportable(f"{path}: cannot be exported to CTranslate2 ({one_line(e)}); "
                           "translate with `nmt translate` instead") from e
     except ValueError as e:  # validate/optimize: a spec left incomplete (a bug of ours or an unsupported version)
-        raise ConfigError(f"{path}: CTranslate2 rejected the converted model ({_one_line(e)}); "
+        raise ConfigError(f"{path}: CTranslate2 rejected the converted model ({one_line(e)}); "
                           "check that ctranslate2>=4 is installed") from e
 
-
-def _one_line(e: Exception) -> str:
-    # CTranslate2's messages may list reasons on several lines; the CLI shows one.
-    return " ".join(str(e).split()) or type(e).__name__
 
 
 def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: Path, quantization: Optional[str],

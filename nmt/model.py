@@ -292,7 +292,7 @@ class DecoderParts(NamedTuple):
 def decoder_layer(p: DecoderParts, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
                   cache: Optional["KVCache"] = None, need_weights: bool = False) -> "LayerOutput":
     """A decoder layer: x (B, T, D); memory_kv: cross-attention keys/values (B', H, S, Dh); src_mask
-    (B', 1, 1, S), boolean (True at real tokens) or the same as an additive bias (`Source.bias`).
+    (B', 1, 1, S), boolean (True at real tokens) or the same as an additive bias (`SourceMemory.bias`).
 
     B' is B, or one row per group of B / B' consecutive rows of x (the hypotheses of one sentence
     in beam search): the source is then shared rather than copied.
@@ -475,7 +475,8 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         caches = [KVCache() for _ in self.decoder] if use_cache else None
         layers = [layer.parts() for layer in cast("Iterable[DecoderLayer]", self.decoder)] if use_cache else None
-        return DecodingState(src.new_zeros(src.size(0), 0), Source.of(src_mask, self.memory_kv(memory)), caches, layers)
+        source = SourceMemory.of(src_mask, self.memory_kv(memory))
+        return DecodingState(src.new_zeros(src.size(0), 0), source, caches, layers)
 
     def step(self, tokens: Tensor, state: "DecodingState") -> Tensor:
         """Feed the newest token of each hypothesis, tokens (N,): log-probabilities (N, V).
@@ -547,7 +548,7 @@ class KVCache:
 
 
 @dataclass(frozen=True)
-class Source:
+class SourceMemory:
     """The encoded source: mask (B', 1, 1, S), the same as an additive attention bias, and each decoder
     layer's cross-attention keys/values (B', H, S, Dh), with one row per `group` consecutive hypotheses
     (a sentence's beams share it)."""
@@ -558,12 +559,12 @@ class Source:
     group: int = 1
 
     @classmethod
-    def of(cls, mask: Tensor, kv: list[tuple[Tensor, Tensor]]) -> "Source":
+    def of(cls, mask: Tensor, kv: list[tuple[Tensor, Tensor]]) -> "SourceMemory":
         k = kv[0][0]
         bias = torch.zeros(mask.shape, dtype=k.dtype, device=k.device).masked_fill_(~mask, float("-inf"))
         return cls(mask, bias, kv)
 
-    def select(self, index: Tensor) -> "Source":
+    def select(self, index: Tensor) -> "SourceMemory":
         """Follow a selection of hypotheses `index` (N',); with group > 1 it lists whole groups, as
         beam search's reordering does, so the sentences are every group-th entry. Beam search keeps
         the same sentences at most steps: then nothing is copied."""
@@ -571,10 +572,10 @@ class Source:
         n = self.mask.size(0)
         if sentences.numel() == n and torch.equal(sentences, torch.arange(n, device=sentences.device)):
             return self
-        return Source(self.mask.index_select(0, sentences), self.bias.index_select(0, sentences),
+        return SourceMemory(self.mask.index_select(0, sentences), self.bias.index_select(0, sentences),
                       [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.kv], self.group)
 
-    def expand(self, k: int) -> "Source":
+    def expand(self, k: int) -> "SourceMemory":
         return replace(self, group=self.group * k)
 
 
@@ -584,7 +585,7 @@ class DecodingState:
     advances it in place; `select` and `expand` return new states and leave this one as it is."""
 
     prefix: Tensor  # (N, t) tokens fed so far, BOS first
-    source: Source
+    source: SourceMemory
     caches: Optional[list[KVCache]]  # one per decoder layer; None: recompute the prefix each step
     layers: Optional[list[DecoderParts]] = None  # with the caches: each decoder layer's parts, bound once
 

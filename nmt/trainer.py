@@ -112,7 +112,7 @@ def rank_seed(seed: int, rank: int, updates: int = 0) -> int:
     return seed + 1_000_003 * rank + 7919 * updates
 
 
-class Metrics:
+class RunLog:
     """Figures as they happen: always OUT/log.jsonl; TensorBoard event files when tensorboard is installed."""
 
     def __init__(self, out_dir: Path):
@@ -210,7 +210,7 @@ class Trainer:
         self.state = TrainState()
         self.search: Overrides[SearchConfig] = Overrides(SearchConfig)  # translate's defaults (an imported model's)
         self.session = Session(started=time.monotonic())
-        self.metrics: Optional[Metrics] = None
+        self.metrics: Optional[RunLog] = None
         # This epoch's data (the store, or its resegmentation), batches and update groups.
         self._epoch_cache: tuple[int, Any, list[np.ndarray], list[list[int]]] = (-1, self.train_data, [], [])
 
@@ -461,7 +461,7 @@ class Trainer:
         self.session.started = time.monotonic() - self.state.elapsed  # the clock runs from here (set-up excluded)
         if self.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            self.metrics = Metrics(self.out_dir)
+            self.metrics = RunLog(self.out_dir)
             self.write_config()
         self.wrap()
         self.announce()

@@ -8,7 +8,7 @@ import torch
 from nmt import kernels
 from nmt.config import ModelConfig
 from nmt.kernels import Int8Linear, prepare_model
-from nmt.model import Source, Transformer, function_of
+from nmt.model import SourceMemory, Transformer, function_of
 from nmt.vocab import BOS, EOS, PAD
 
 V, D, H, FF, P = 29, 32, 4, 48, 64
@@ -119,7 +119,7 @@ def test_source_is_shared_until_a_sentence_leaves():
     kept = source.select(torch.tensor([4, 5, 0, 1]))  # sentence 1 left; 2 and 0 remain, in that order
     assert kept.mask.size(0) == 2 and torch.equal(kept.kv[0][0], source.kv[0][0][[2, 0]])
     assert torch.equal(kept.bias, source.bias[[2, 0]])
-    assert isinstance(kept, Source) and kept.group == 2
+    assert isinstance(kept, SourceMemory) and kept.group == 2
 
 
 # -- packing and int8 -----------------------------------------------------------------------------------

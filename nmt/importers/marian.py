@@ -45,7 +45,7 @@ import torch
 
 from nmt.checkpoint import Checkpoint
 from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, names_as_fields
-from nmt.errors import ConfigError, InputError
+from nmt.errors import ConfigError, InputError, one_line
 from nmt.identity import DataIdentity
 from nmt.model import NEVER_GENERATED_BIAS, Transformer
 from nmt.tokenizer import SENTENCEPIECE, digest, load_tokenizer
@@ -119,7 +119,7 @@ def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[s
     model_cfg = model_config(config, config_path, len(rows))
     weights_file, marian = read_weights(folder)
     weights = nmt_weights(marian, model_cfg, rows, weights_file, config_path)
-    tokenizer = tokenizer_data(folder, table)
+    tokenizer = spm_tokenizer_data(folder, table)
     search = search_defaults(folder, config, specials, notes)
     data = DataIdentity(*languages, len(rows), SENTENCEPIECE, digest(tokenizer))
     ckpt = Checkpoint(model_cfg, fine_tuning_config(model_cfg), data, tokenizer, weights, search=search)
@@ -303,7 +303,7 @@ def read_weights(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
     try:
         state = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
-        raise InputError(f"{path}: not readable safetensors weights ({_one_line(e)}); download it again") from None
+        raise InputError(f"{path}: not readable safetensors weights ({one_line(e, 160)}); download it again") from None
     return path, by_marian_name(state, path)
 
 
@@ -312,7 +312,7 @@ def read_weights_file(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file
-        raise InputError(f"{path}: not readable PyTorch weights ({_one_line(e)}); download it again") from None
+        raise InputError(f"{path}: not readable PyTorch weights ({one_line(e, 160)}); download it again") from None
     return path, by_marian_name(state, path)
 
 
@@ -327,9 +327,6 @@ def by_marian_name(state: object, path: Path) -> dict[str, torch.Tensor]:
         out[name[len("model."):] if name.startswith("model.") else name] = tensor.float()
     return out
 
-
-def _one_line(e: Exception) -> str:
-    return " ".join(str(e).split())[:160] or type(e).__name__
 
 
 def marian_name(nmt_name: str) -> Optional[str]:
@@ -387,7 +384,7 @@ def nmt_weights(marian: dict[str, torch.Tensor], cfg: ModelConfig, rows: list[in
     return out
 
 
-def tokenizer_data(folder: Path, table: list[str]) -> dict:
+def spm_tokenizer_data(folder: Path, table: list[str]) -> dict:
     """nmt's tokenizer data form: the two SentencePiece models over the table of pieces, each checked."""
     data: dict[str, Any] = {"kind": SENTENCEPIECE, "version": 1}
     for side, name in (("source", "source.spm"), ("target", "target.spm")):
