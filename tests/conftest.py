@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gzip
 import os
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -123,3 +125,23 @@ def tiny_run(tiny_data) -> Path:
 def tiny_checkpoint(tiny_run) -> Path:
     """The newest step checkpoint of `tiny_run` (read-only)."""
     return tiny_run / "checkpoint_00000030.pt"
+
+
+TOY_WORDS = ("the cat dog sat ran on under mat house big small red green quick slow bird tree "
+             "river stone light dark water fire earth wind over into").split()
+
+
+def toy_sentences(n: int, seed: int) -> list[str]:
+    """`n` single-spaced sentences of 2..10 words, reproducible for `seed`."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(TOY_WORDS) for _ in range(rng.randint(2, 10))) for _ in range(n)]
+
+
+def toy_corpus(folder: Path) -> tuple[Path, Path, list[str], list[str]]:
+    """A plain train.en and a gzipped train.de.gz (given as train.de: found by its .gz) of 300 toy sentences
+    each, the German side upper case, and their lines: what a subword trainer learns from in the tests."""
+    a, b = toy_sentences(300, 1), [s.upper() for s in toy_sentences(300, 2)]
+    (folder / "train.en").write_text("\n".join(a) + "\n", encoding="utf-8")
+    with gzip.open(folder / "train.de.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(b) + "\n")
+    return folder / "train.en", folder / "train.de", a, b

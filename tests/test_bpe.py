@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -11,31 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import youtokentome as yttm
-from conftest import BPE_MODELS, SAMPLE_DIR
+from conftest import BPE_MODELS, SAMPLE_DIR, toy_corpus
 
 from nmt.bpe import BpeTokenizer, train_bpe
 from nmt.errors import InputError
 from nmt.vocab import BOS, EOS, PAD, UNK
 
-WORDS = ("the cat dog sat ran on under mat house big small red green quick slow bird tree "
-         "river stone light dark water fire earth wind over into").split()
-
-
-def sentences(n: int, seed: int) -> list[str]:
-    """`n` single-spaced sentences of 2..10 words, reproducible for `seed`."""
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 10))) for _ in range(n)]
-
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     """A plain and a gzipped input file, and all their lines."""
-    d = tmp_path_factory.mktemp("bpe")
-    a, b = sentences(300, 1), [s.upper() for s in sentences(300, 2)]
-    (d / "train.en").write_text("\n".join(a) + "\n", encoding="utf-8")
-    with gzip.open(d / "train.de.gz", "wt", encoding="utf-8") as f:
-        f.write("\n".join(b) + "\n")
-    return d / "train.en", d / "train.de", a + b  # train.de is found as train.de.gz
+    en, de, a, b = toy_corpus(tmp_path_factory.mktemp("bpe"))
+    return en, de, a + b
 
 
 @pytest.fixture(scope="module")

@@ -3,40 +3,24 @@ sampling, two models over one table of pieces, bad models and inputs, and prepar
 
 from __future__ import annotations
 
-import gzip
 import io
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import sentencepiece as sp_lib
-from conftest import TINY_TRAIN
+from conftest import TINY_TRAIN, toy_corpus
 
 from nmt.errors import ConfigError, InputError
 from nmt.spm import SentencePieceTokenizer, train_sentencepiece
 from nmt.vocab import BOS, EOS, PAD, UNK
 
-WORDS = ("the cat dog sat ran on under mat house big small red green quick slow bird tree "
-         "river stone light dark water fire earth wind over into").split()
-
-
-def sentences(n: int, seed: int) -> list[str]:
-    """`n` single-spaced sentences of 2..10 words, reproducible for `seed`."""
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 10))) for _ in range(n)]
-
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> tuple[Path, Path, list[str], list[str]]:
     """A plain and a gzipped input file, and their lines."""
-    d = tmp_path_factory.mktemp("spm")
-    a, b = sentences(300, 1), [s.upper() for s in sentences(300, 2)]
-    (d / "train.en").write_text("\n".join(a) + "\n", encoding="utf-8")
-    with gzip.open(d / "train.de.gz", "wt", encoding="utf-8") as f:
-        f.write("\n".join(b) + "\n")
-    return d / "train.en", d / "train.de", a, b  # train.de is found as train.de.gz
+    return toy_corpus(tmp_path_factory.mktemp("spm"))
 
 
 @pytest.fixture(scope="module", params=["unigram", "bpe"])
