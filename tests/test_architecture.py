@@ -270,3 +270,15 @@ def test_private_attributes_are_found():
 def test_decoding_uses_no_private_torch_api(module):
     """Translation runs on torch's public API only (a private one can change or vanish in any release)."""
     assert private_attributes((PACKAGE / f"{module}.py").read_text()) == []
+
+
+def test_only_the_checkpoint_module_reads_and_writes_checkpoints():
+    """torch.load/torch.save in nmt.checkpoint only: every other module gets a typed `Checkpoint`, never the
+    string-keyed file (the importer reads a foreign pytorch_model.bin, which is not nmt's)."""
+    users = set()
+    for name, path in sources().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("load", "save")
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+                users.add(name)
+    assert users == {"nmt.checkpoint", "nmt.importers.marian"}
