@@ -646,6 +646,8 @@ def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, so
     (dict(api_keys=Path("absent-keys.txt")), InputError, "--api-keys absent-keys.txt: cannot read"),
     (dict(api_keys=Path("empty-keys.txt")), ConfigError, "--api-keys empty-keys.txt: holds no key"),
     (dict(access_log=Path(".")), OutputError, "--access-log .: is a folder"),
+    (dict(access_log=Path("access.log.gz")), ConfigError, "--access-log access.log.gz: the log is appended to"),
+    (dict(access_log=Path("access.log.zst")), OutputError, "--access-log access.log.zst: nmt writes text plain or"),
     (dict(drain_timeout=-1.0), ConfigError, "--drain-timeout must be at least"),
     (dict(max_body_bytes=-5), ConfigError, "--max-body-bytes must be at least"),
 ])

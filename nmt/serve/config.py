@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nmt.compression import codec_of_name
 from nmt.config import ServeConfig
 from nmt.errors import ConfigError, InputError
 from nmt.files import check_output_file
@@ -15,6 +16,9 @@ def check_files(cfg: ServeConfig) -> None:
     if cfg.api_keys is not None:
         read_api_keys(cfg.api_keys)
     if cfg.access_log is not None and str(cfg.access_log) != "-":
+        if codec_of_name(str(cfg.access_log), "--access-log") is not None:  # (other suffixes: its own error)
+            raise ConfigError(f"--access-log {cfg.access_log}: the log is appended to line by line, as plain text; "
+                              "name it without the compression suffix (compress it when it is rotated)")
         check_output_file(cfg.access_log, "--access-log")
 
 
