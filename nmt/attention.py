@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -17,6 +18,10 @@ from torch import Tensor
 from nmt.errors import InputError
 from nmt.files import atomic_write
 from nmt.vocab import BOS, EOS
+
+if TYPE_CHECKING:
+    from nmt.model import Transformer
+    from nmt.tokenizer import Tokenizer
 
 EOS_LABEL = "</s>"
 
@@ -39,7 +44,7 @@ class AttentionMaps:
 
 
 @torch.no_grad()
-def attention_maps(model, tokenizer, src_ids: list[int], out_ids: list[int]) -> AttentionMaps:
+def attention_maps(model: Transformer, tokenizer: Tokenizer, src_ids: list[int], out_ids: list[int]) -> AttentionMaps:
     """Teacher-forced cross-attention of `model` for source ids (EOS included) and output ids (without EOS)."""
     device = next(model.parameters()).device
     model.eval()
@@ -92,7 +97,7 @@ def pharaoh(pairs: list[tuple[int, int]]) -> str:
     return " ".join(f"{s}-{t}" for s, t in pairs)
 
 
-def require_matplotlib():
+def require_matplotlib() -> Any:
     """matplotlib.pyplot with a file-only backend; a one-line error when matplotlib is missing."""
     try:
         import matplotlib

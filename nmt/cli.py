@@ -15,7 +15,7 @@ import traceback
 import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional
+from typing import IO, TYPE_CHECKING, Any, Callable, List, Mapping, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -25,6 +25,9 @@ from nmt import __version__
 from nmt.config import FilterConfig, InferenceConfig, ModelConfig, Overrides, SearchConfig, ServeConfig, TrainConfig
 from nmt.errors import NmtError, os_error_message
 from nmt.options import with_config_options
+
+if TYPE_CHECKING:  # the commands import the library where they run (a fast --help)
+    from nmt.evaluate import PairedScore, Score
 
 
 def is_torch_io_error(e: BaseException) -> bool:
@@ -91,7 +94,7 @@ class ErrorBoundary(TyperGroup):
     torch's failed reads and writes, Ctrl-C, a closed pipe) becomes one line and an exit code. Anything
     else is a bug and keeps its traceback."""
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except (NmtError, OSError, KeyboardInterrupt, MemoryError) as e:
@@ -352,7 +355,7 @@ def check_distinct(option: str, paths: List[Path]) -> None:
                 raise ConfigError(f"{option} {path} is given twice (also as {earlier}); give each file once")
 
 
-def stdin_bytes():
+def stdin_bytes() -> IO[bytes]:
     """stdin as a byte stream; InputError when the shell closed it (`<&-`)."""
     from nmt.errors import InputError
 
@@ -728,7 +731,7 @@ def rendered(*items: Any) -> str:
     return captured.get()
 
 
-def paired_table(results, signatures: dict[str, str]) -> str:
+def paired_table(results: list[PairedScore], signatures: dict[str, str]) -> str:
     from rich.table import Table
 
     table = Table("system", "metric", "score", "mean ± 95% CI", "p-value", box=None)
@@ -738,7 +741,7 @@ def paired_table(results, signatures: dict[str, str]) -> str:
     return rendered(table, *(f"{metric}: {signature}" for metric, signature in signatures.items()))
 
 
-def scores_table(scores) -> str:
+def scores_table(scores: list[Score]) -> str:
     from rich.table import Table
 
     table = Table("metric", "score", "signature", box=None)

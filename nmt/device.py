@@ -9,7 +9,7 @@ import math
 import platform
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -203,7 +203,7 @@ def autocast(precision: Precision | str, device: torch.device) -> contextlib.Abs
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def make_scaler(enabled: bool, device_type: str):
+def make_scaler(enabled: bool, device_type: str) -> Any:
     """A gradient scaler (active for fp16 only: bf16 and fp32 have fp32's exponent range)."""
     if hasattr(torch.amp, "GradScaler"):
         return torch.amp.GradScaler(device_type, enabled=enabled)

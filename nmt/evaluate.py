@@ -5,7 +5,7 @@ systems."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
 
 from nmt.errors import InputError
 
@@ -138,5 +138,5 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: Sequence[str] |
     return out, {name: str(sig) for name, sig in zip(chosen, signatures.values())}
 
 
-def to_json(scores: list[Score], **extra) -> dict:
+def to_json(scores: list[Score], **extra: Any) -> dict:
     return {**extra, "scores": [asdict(s) for s in scores]}

@@ -74,7 +74,7 @@ class NotExportable(ConfigError):
     """The checkpoint uses an option that CTranslate2 cannot express."""
 
 
-def require_ctranslate2():
+def require_ctranslate2() -> Any:
     """The ctranslate2 module, or a ConfigError saying how to install it."""
     try:
         import ctranslate2
@@ -199,40 +199,40 @@ def _transformer_spec(model: Any) -> TransformerSpec:
     return spec
 
 
-def _np(t):
+def _np(t: torch.Tensor) -> Any:
     return t.detach().float().cpu().contiguous().numpy()
 
 
-def _linear(spec, weight, bias=None) -> None:
+def _linear(spec: Any, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> None:
     spec.weight = _np(weight)
     if bias is not None:
         spec.bias = _np(bias)
 
 
-def _fused(spec, layers) -> None:
+def _fused(spec: Any, layers: list[torch.nn.Linear]) -> None:
     """One linear layer whose output is the concatenation of `layers`' outputs (CTranslate2 fuses q|k|v, k|v)."""
     _linear(spec, torch.cat([m.weight for m in layers]), torch.cat([m.bias for m in layers]))
 
 
-def _norm(spec, module) -> None:
+def _norm(spec: Any, module: torch.nn.LayerNorm) -> None:
     spec.gamma = _np(module.weight)
     spec.beta = _np(module.bias)
 
 
-def _self_attention(spec, att, norm) -> None:
+def _self_attention(spec: Any, att: Any, norm: torch.nn.LayerNorm) -> None:
     _norm(spec.layer_norm, norm)
     _fused(spec.linear[0], [att.q_proj, att.k_proj, att.v_proj])
     _linear(spec.linear[1], att.out_proj.weight, att.out_proj.bias)
 
 
-def _cross_attention(spec, att, norm) -> None:
+def _cross_attention(spec: Any, att: Any, norm: torch.nn.LayerNorm) -> None:
     _norm(spec.layer_norm, norm)
     _linear(spec.linear[0], att.q_proj.weight, att.q_proj.bias)
     _fused(spec.linear[1], [att.k_proj, att.v_proj])
     _linear(spec.linear[2], att.out_proj.weight, att.out_proj.bias)
 
 
-def _ffn(spec, layer) -> None:
+def _ffn(spec: Any, layer: Any) -> None:
     _norm(spec.layer_norm, layer.ffn_block.norm)
     _linear(spec.linear_0, layer.ffn.fc1.weight, layer.ffn.fc1.bias)
     _linear(spec.linear_1, layer.ffn.fc2.weight, layer.ffn.fc2.bias)
@@ -278,7 +278,7 @@ def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[s
     return ExportResult(out_dir, vocab_size, quantization, _megabytes(out_dir))
 
 
-def export(fmt: str, model_path: Path, out_dir: Path, **kwargs) -> ExportResult:
+def export(fmt: str, model_path: Path, out_dir: Path, **kwargs: Any) -> ExportResult:
     if fmt != "ctranslate2":
         raise ConfigError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     return export_ctranslate2(model_path, out_dir, **kwargs)
@@ -580,7 +580,7 @@ class CTranslate2Translator(BatchTranslator):
                               labels(list(hypothesis.tokens)) + [EOS_LABEL])
 
 
-def torch_lengths(encoded: list[list[int]]):
+def torch_lengths(encoded: list[list[int]]) -> torch.Tensor:
     """A (B, S) tensor whose non-PAD positions are the sources' (for `max_lengths`, which counts them)."""
     src = torch.full((len(encoded), max(len(ids) for ids in encoded)), PAD, dtype=torch.long)
     for row, ids in enumerate(encoded):

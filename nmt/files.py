@@ -82,7 +82,7 @@ def open_binary(path: str | Path) -> IO[bytes]:
     return decompressed(open_input(path), str(path))
 
 
-def open_input(path: str | Path, opener=open) -> IO[bytes]:
+def open_input(path: str | Path, opener: Callable[[str | Path, str], IO[bytes]] = open) -> IO[bytes]:
     """Open a user's input file for reading bytes (as is: no decompression); InputError naming it if that fails."""
     try:
         return opener(path, "rb")

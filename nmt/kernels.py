@@ -4,7 +4,7 @@ CUDA (`prepare_model`)."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import torch
 from torch import nn
@@ -12,8 +12,12 @@ from torch import nn
 from nmt.device import resolve_precision
 from nmt.errors import ConfigError
 
+if TYPE_CHECKING:
+    from nmt.model import Transformer
 
-def prepare_model(model, precision: str = "fp32", device: str | torch.device = "cpu", int8_output: bool = True):
+
+def prepare_model(model: Transformer, precision: str = "fp32", device: str | torch.device = "cpu",
+                  int8_output: bool = True) -> Transformer:
     """Move a model (in eval mode) to `device` and make it ready for inference in `precision`.
 
     Always: each decoder layer's self-attention computes q|k|v in one product (`Transformer.fuse_qkv`).
@@ -37,12 +41,12 @@ def prepare_model(model, precision: str = "fp32", device: str | torch.device = "
     return model
 
 
-def replace_linears(module: torch.nn.Module, make) -> None:
+def replace_linears(module: torch.nn.Module, make: Callable[[nn.Linear], nn.Module]) -> None:
     """Replace every nn.Linear below `module` (in place) by `make(linear)`."""
     replace_modules(module, torch.nn.Linear, make)
 
 
-def replace_modules(module: torch.nn.Module, kind: type, make) -> None:
+def replace_modules(module: torch.nn.Module, kind: type, make: Callable[[Any], nn.Module]) -> None:
     """Replace every module of exactly type `kind` below `module` (in place) by `make(it)`."""
     for name, child in module.named_children():
         if type(child) is kind:
@@ -68,12 +72,13 @@ def int8_engines() -> tuple[str, str]:
     return have[0], small
 
 
-def quantize_int8(model, output: bool = True):
+def quantize_int8(model: Transformer, output: bool = True) -> Transformer:
     """Dynamic int8 quantisation of the linear layers (and with `output` of the tied output projection),
     in place: each becomes an `Int8Linear` (per-channel int8 weights, activations quantised per call)."""
     wide, small = int8_engines()
     if output:
         model.use_output_projection()
+        assert isinstance(model.output_proj, nn.Linear)  # use_output_projection made it one
         model.output_proj = Int8Linear.of(model.output_proj, wide, few_rows_engine=small)
     replace_linears(model, lambda linear: Int8Linear.of(linear, small))
     return model
@@ -93,7 +98,7 @@ class Int8Linear(torch.nn.Module):
     `FEW_ROWS` rows (the numbers differ a little between backends, as they do between batches).
     """
 
-    def __init__(self, packed, in_features: int, out_features: int, few_rows=None):
+    def __init__(self, packed: Any, in_features: int, out_features: int, few_rows: Any = None):
         super().__init__()
         self.packed, self.in_features, self.out_features = packed, in_features, out_features
         self.few_rows, self.few_numel = few_rows, FEW_ROWS * in_features if few_rows is not None else 0
@@ -115,7 +120,7 @@ class Int8Linear(torch.nn.Module):
 LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default  # (x, packed weights, reduce_range) -> fp32
 
 
-def int8_pack(linear: nn.Linear, engine: str):
+def int8_pack(linear: nn.Linear, engine: str) -> Any:
     """The packed int8 weights (per output channel) and bias of `linear` for the kernels of `engine`: the
     weights torch.ao's dynamic quantisation makes, packed by `quantized::linear_prepack`."""
     try:

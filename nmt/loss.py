@@ -3,7 +3,7 @@ the output projection so that the (N, V) logits live in one reusable workspace."
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
@@ -42,7 +42,7 @@ class _LabelSmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
+    def forward(ctx: Any, logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
         log_probs = logits.log_softmax(-1)  # (N, V)
         loss, nll, real = _smoothed_sums(log_probs, target, epsilon)
         ctx.save_for_backward(log_probs, target, real)
@@ -50,7 +50,7 @@ class _LabelSmoothedCrossEntropy(torch.autograd.Function):
         return loss, nll
 
     @staticmethod
-    def backward(ctx, g_loss: Tensor, g_nll: Tensor):
+    def backward(ctx: Any, g_loss: Tensor, g_nll: Tensor) -> tuple[Optional[Tensor], ...]:
         log_probs, target, real = ctx.saved_tensors
         # Training runs backward once, so overwriting the saved log-probabilities is safe.
         return _logit_gradient(log_probs, target, real, ctx.epsilon, g_loss, g_nll), None, None
@@ -92,7 +92,7 @@ class _ProjectedLoss(torch.autograd.Function):
     (N, V) tensor of the workspace."""
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float,
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float,
                 workspace: Workspace, bias: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
         logits, shared = workspace.take(hidden.size(0), weight.size(0), hidden)
         if bias is None:
@@ -107,7 +107,7 @@ class _ProjectedLoss(torch.autograd.Function):
         return loss, nll
 
     @staticmethod
-    def backward(ctx, g_loss: Tensor, g_nll: Tensor):
+    def backward(ctx: Any, g_loss: Tensor, g_nll: Tensor) -> tuple[Optional[Tensor], ...]:
         hidden, weight, target, real = ctx.saved_tensors
         grad = _logit_gradient(ctx.log_probs, target, real, ctx.epsilon, g_loss, g_nll)  # (N, V)
         grad_hidden = grad @ weight if ctx.needs_input_grad[0] else None  # (N, D)

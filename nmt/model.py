@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, NamedTuple, Optional, cast
+from typing import Any, Callable, Iterable, NamedTuple, Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -63,14 +63,14 @@ class _Dropout(torch.autograd.Function):
     the same masks."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, p: float) -> Tensor:
+    def forward(ctx: Any, x: Tensor, p: float) -> Tensor:
         keep = torch.rand_like(x) >= p  # P(keep) = 1 - p: rand is uniform on [0, 1)
         ctx.save_for_backward(keep)
         ctx.scale = 1.0 / (1.0 - p)
         return x.mul(keep).mul_(ctx.scale)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
         (keep,) = ctx.saved_tensors
         return grad.mul(keep).mul_(ctx.scale), None
 

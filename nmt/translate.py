@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Optional, Protocol, Sequence
+from typing import IO, Any, Iterable, Iterator, Optional, Protocol, Sequence
 
 import torch
 
@@ -19,7 +19,7 @@ from nmt.errors import CheckpointError, ConfigError
 from nmt.files import BOM, byte_blocks, read_lines
 from nmt.kernels import prepare_model
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.search import Hypothesis, search
+from nmt.search import Decoder, Hypothesis, search
 from nmt.timing import translation_timing
 from nmt.tokenizer import Tokenizer, load_tokenizer
 from nmt.vocab import EOS, PAD
@@ -165,7 +165,8 @@ class Translator(BatchTranslator):
         src = torch.full((len(encoded), width), PAD, dtype=torch.long)
         for row, ids in enumerate(encoded):
             src[row, : len(ids)] = torch.tensor(ids)
-        return search(self.model, src.to(self.device), self.search_cfg, self.max_positions, keys=keys)
+        model: Decoder[Any] = self.model  # one model or an ensemble: each its own state type
+        return search(model, src.to(self.device), self.search_cfg, self.max_positions, keys=keys)
 
     def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
         """Cross-attention maps of `line` and one of its hypotheses (of one model, not an ensemble)."""
