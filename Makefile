@@ -46,7 +46,7 @@ lint: install
 test-long: install
 	$(PY) -m pytest -q -m long
 
-# Both directions of Multi30k (en-de, de-en), one core each, ~75 minutes: docs/results-multi30k.md
+# Both directions of Multi30k (en-de, de-en), one core each, about 88 minutes: docs/results-multi30k.md
 multi30k: install
 	NMT=$(VENV)/bin/nmt MIRROR=$(MIRROR) recipes/multi30k.sh $(MULTI30K_OUT)
 
