@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Sequence, TypeVar, Union
 
-from nmt.errors import ConfigError
+from nmt.compression import decompressed
+from nmt.errors import ConfigError, InputError
 
 # The largest count or size an option takes: a sanity cap, so that no value overflows the int32/int64
 # arithmetic of torch and numpy (or a seed their generators refuse) deep inside a run.
@@ -689,11 +690,13 @@ def read_config_file(path: Any) -> ConfigFile:
         import tomllib
     except ModuleNotFoundError:  # Python < 3.11
         import tomli as tomllib
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read this --config file ({e.strerror or e})") from None
+    try:  # plain, or compressed (gzip, bzip2, xz: known by the first bytes), as every text file nmt reads
+        with open(path, "rb") as f, decompressed(f, str(path)) as data:
+            raw = data.read()
+    except InputError as e:  # a compression nmt does not read
+        raise ConfigError(f"{e} (--config)") from None
+    except (OSError, EOFError) as e:  # EOFError: a truncated compressed file
+        raise ConfigError(f"{path}: cannot read this --config file ({getattr(e, 'strerror', None) or e})") from None
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors write one) is not content
     except UnicodeDecodeError:

@@ -167,9 +167,24 @@ def test_misspelt_fields_get_a_suggestion(tmp_path: Path):
         read_config_file(config)
 
 
-@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])  # utf-8-sig: a byte order mark (Windows editors)
-def test_a_config_file_reads_the_same_with_or_without_a_byte_order_mark(encoding, tmp_path: Path):
+@pytest.mark.parametrize("form", ["plain", "bom", "gzip", "xz"])  # bom: a byte order mark (Windows editors)
+def test_a_config_file_reads_the_same_plain_with_a_byte_order_mark_or_compressed(form, tmp_path: Path):
+    import gzip
+    import lzma
+
+    text = "[model]\nd_model = 96\n[train]\nwarmup = 3\n".encode("utf-8-sig" if form == "bom" else "utf-8")
+    write = {"gzip": gzip.compress, "xz": lzma.compress}.get(form, lambda b: b)
     config = tmp_path / "c.toml"
-    config.write_text("[model]\nd_model = 96\n[train]\nwarmup = 3\n", encoding=encoding)
+    config.write_bytes(write(text))
     file = read_config_file(config)
     assert file.model.apply().d_model == 96 and file.train.apply().warmup == 3
+
+
+def test_a_damaged_compressed_config_file_is_one_line(tmp_path: Path):
+    import gzip
+
+    config = tmp_path / "c.toml.gz"
+    config.write_bytes(gzip.compress(b"[model]\nd_model = 96\n")[:-12])
+    with pytest.raises(ConfigError, match="c.toml.gz") as e:
+        read_config_file(config)
+    assert "\n" not in str(e.value)

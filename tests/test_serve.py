@@ -658,6 +658,19 @@ def test_bad_serve_options(tmp_path, monkeypatch, fields, error, words):
         check_files(ServeConfig(**fields).validate())
 
 
+def test_api_keys_are_read_plain_or_compressed(tmp_path):
+    import gzip
+
+    from nmt.serve.config import read_api_keys
+
+    (tmp_path / "keys").write_text("\ufeff# ours\nalpha\n\n beta \n", encoding="utf-8")
+    (tmp_path / "keys.gz").write_bytes(gzip.compress((tmp_path / "keys").read_bytes()))
+    assert read_api_keys(tmp_path / "keys") == read_api_keys(tmp_path / "keys.gz") == {"alpha", "beta"}
+    (tmp_path / "damaged.gz").write_bytes((tmp_path / "keys.gz").read_bytes()[:-10])
+    with pytest.raises(InputError, match="--api-keys .*damaged.gz"):
+        read_api_keys(tmp_path / "damaged.gz")
+
+
 def test_a_bad_key_file_is_one_line_before_the_model_loads(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tmp_path / "absent.pt"), "--port", "0",
                         "--api-keys", "absent-keys.txt"], capture_output=True, text=True, env=ENV, timeout=60,
