@@ -49,6 +49,15 @@ os.environ["NMT_CACHE_DIR"] = CACHE
 atexit.register(shutil.rmtree, CACHE, ignore_errors=True)  # also when the session never starts
 
 
+try:  # property tests draw the same examples on every run: a test that fails by chance would block every landing
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("nmt", derandomize=True, database=None)
+    _hypothesis_settings.load_profile("nmt")
+except ImportError:
+    pass
+
+
 @pytest.fixture(autouse=True, scope="session")
 def one_torch_thread() -> Iterator[None]:
     """Every test runs torch on one thread (subprocesses get --threads 1 where it matters)."""

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, InputError
 from nmt.progress import Progress
 from nmt.search import SearchConfig
 from nmt.translate import Translation, Translator, format_nbest, read_chunks, translate_file
@@ -273,8 +273,10 @@ def test_read_chunks_multibyte_character_split_across_writes():
 # -- fuzzing: whatever the bytes, one line out per line in --------------------------------------------
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from nmt.compression import HEAD, SIGNATURES, matches  # noqa: E402
 
 # Lines built from what breaks line-oriented code: Unicode line and paragraph separators (str.splitlines
 # splits on them, a file does not), CR, NUL, BOMs, every whitespace, invalid UTF-8, long runs.
@@ -289,6 +291,8 @@ hostile_line = st.one_of(hostile_text.map(lambda t: t.encode("utf-8")),
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(lines=st.lists(hostile_line, max_size=8), final_newline=st.booleans(), nbest=st.sampled_from([1, 2]))
+@example(lines=[b"7z\xbc\xaf'\x1c"], final_newline=False, nbest=1)  # 7z's signature: refused, not translated
+@example(lines=[b"\x1f\x8bgarbage", b"more"], final_newline=True, nbest=2)  # gzip's, then no gzip data
 def test_fuzz_one_output_line_per_input_line(tiny_checkpoint, tmp_path_factory, lines, final_newline, nbest):
     """The CLI's path (read_chunks -> Translator.translate -> one '\\n'-ended row per hypothesis) on
     arbitrary bytes: as many rows as input lines (times --nbest), none with a line break inside."""
@@ -297,6 +301,10 @@ def test_fuzz_one_output_line_per_input_line(tiny_checkpoint, tmp_path_factory, 
     path = tmp_path_factory.mktemp("fuzz") / "in.txt"
     path.write_bytes(raw)
     expected = raw.count(b"\n") + (1 if raw and not raw.endswith(b"\n") else 0)
+    if any(matches(raw[:HEAD], sig) for sig in SIGNATURES):  # compressed data (hypothesis knows the magic bytes)
+        with open(path, "rb") as stream, pytest.raises(InputError, match="ends early|not valid|compressed data"):
+            list(translator.translate(read_chunks(stream, max_lines=3)))  # garbage in a compression's frame
+        return
     with open(path, "rb") as stream:
         out = list(translator.translate(read_chunks(stream, max_lines=3)))
     assert len(out) == expected
