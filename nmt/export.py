@@ -333,7 +333,6 @@ def _convert(converter: Converter, model_dir: Path, quantization: Optional[str])
                           "check that ctranslate2>=4 is installed") from e
 
 
-
 def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: Path, quantization: Optional[str],
                      checkpoint_sha256: str) -> None:
     """What `CTranslate2Translator` needs besides the model: the tokenizer, how the export maps nmt's ids, the

@@ -603,16 +603,25 @@ def test_bpe_and_prepare_read_gzip_by_its_bytes(workspace):
     w = workspace
     gzip_file(w / "train.en", (w / "text.en").read_text(encoding="utf-8"))  # gzip under a plain name
     shutil.copyfile(w / "text.de", w / "train.de")
-    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "train", "--src", "en", "--tgt", "de",
-                      "--out", w / "packed", "--min-len", 1))
-    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "text", "--src", "en", "--tgt", "de",
-                      "--out", w / "plain", "--min-len", 1))
-    assert (w / "packed" / "train.bin").read_bytes() == (w / "plain" / "train.bin").read_bytes()
-    assert_cli_ok(cli("bpe", "--train", w / "train.en", "--vocab-size", 60, "--out", w / "b.model"))
-    from nmt.bpe import BpeTokenizer as Tokenizer
-
-    pieces = "".join(Tokenizer.from_file(w / "b.model").pieces(range(4, 60)))
+    assert_prepares_as_the_plain_text(w, "train")
+    pieces = learned_pieces(w, w / "train.en")
     assert "\x1f" not in pieces and "\ufffd" not in pieces  # learned from the text, not from compressed bytes
+
+
+def assert_prepares_as_the_plain_text(w: Path, prefix: str) -> None:
+    """`prepare --train w/PREFIX` stores the same training data as from the workspace's plain text.* files."""
+    for name in (prefix, "text"):
+        assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / name, "--src", "en", "--tgt", "de",
+                          "--out", w / f"store-{name}", "--min-len", 1))
+    assert (w / f"store-{prefix}" / "train.bin").read_bytes() == (w / "store-text" / "train.bin").read_bytes()
+
+
+def learned_pieces(w: Path, train: Path) -> str:
+    """The pieces (all but the 4 specials) of a 60-piece BPE model that `nmt bpe` learns from `train`."""
+    from nmt.bpe import BpeTokenizer
+
+    assert_cli_ok(cli("bpe", "--train", train, "--vocab-size", 60, "--out", w / "learned.model"))
+    return "".join(BpeTokenizer.from_file(w / "learned.model").pieces(range(4, 60)))
 
 
 def test_a_prefix_with_both_plain_and_gzip_files_is_refused(workspace):
@@ -666,15 +675,8 @@ def test_a_byte_order_mark_is_not_text(workspace):
     assert scored["scores"][0]["score"] == 100.0
     shutil.copyfile(w / "bom.en", w / "b.en")
     shutil.copyfile(w / "bom.de", w / "b.de")
-    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "b", "--src", "en", "--tgt", "de",
-                      "--out", w / "with-bom", "--min-len", 1))
-    assert_cli_ok(cli("prepare", "--bpe", w / "bpe.model", "--train", w / "text", "--src", "en", "--tgt", "de",
-                      "--out", w / "without", "--min-len", 1))
-    assert (w / "with-bom" / "train.bin").read_bytes() == (w / "without" / "train.bin").read_bytes()
-    assert_cli_ok(cli("bpe", "--train", w / "bom.en", "--vocab-size", 60, "--out", w / "b.model"))
-    from nmt.bpe import BpeTokenizer as Tokenizer
-
-    assert "\ufeff" not in "".join(Tokenizer.from_file(w / "b.model").pieces(range(4, 60)))
+    assert_prepares_as_the_plain_text(w, "b")
+    assert "\ufeff" not in learned_pieces(w, w / "bom.en")
 
 
 # -- class 3: models that do not fit together ---------------------------------------------------------

@@ -328,7 +328,6 @@ def by_marian_name(state: object, path: Path) -> dict[str, torch.Tensor]:
     return out
 
 
-
 def marian_name(nmt_name: str) -> Optional[str]:
     """The transformers name (without "model.") of an nmt layer weight, e.g. decoder.0.cross_block.norm.weight
     -> decoder.layers.0.encoder_attn_layer_norm.weight; None for the others."""
