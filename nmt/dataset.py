@@ -272,8 +272,16 @@ def _encode(tokenizer: Tokenizer, lines: list[str], side: str, threads: int,
     return np.concatenate(flats), np.concatenate(lengths)
 
 
-def _interleave(src: np.ndarray, src_len: np.ndarray, tgt: np.ndarray, tgt_len: np.ndarray,
-                keep: np.ndarray) -> np.ndarray:
+def pair_offsets(src_len: np.ndarray, tgt_len: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Where each pair's source and its target begin in the flat ids of a store (each pair's source, then
+    its target, back to back), the first pair at `start`: (N,) int64 each, from (N,) lengths."""
+    total = src_len.astype(np.int64) + tgt_len
+    src_off = np.cumsum(total) - total + start
+    return src_off, src_off + src_len
+
+
+def interleave_pairs(src: np.ndarray, src_len: np.ndarray, tgt: np.ndarray, tgt_len: np.ndarray,
+                     keep: np.ndarray) -> np.ndarray:
     """Flat ids of pairs `keep` (K,), each pair's source then its target, as stored in `.bin`.
 
     `src`/`tgt` are the flat ids of a chunk and `src_len`/`tgt_len` (N,) their lengths.
@@ -316,9 +324,7 @@ class _IndexWriter:
 
     def append(self, src_len: np.ndarray, tgt_len: np.ndarray) -> None:
         """Index the next pairs, (K,) lengths each; their ids follow the earlier pairs' in `.bin`."""
-        total = src_len.astype(np.int64) + tgt_len
-        src_off = np.cumsum(total) - total + (self.src_tokens + self.tgt_tokens)  # src then tgt, back to back
-        tgt_off = src_off + src_len
+        src_off, tgt_off = pair_offsets(src_len, tgt_len, self.src_tokens + self.tgt_tokens)
         for f, a, (_, dt) in zip(self._files, (src_off, tgt_off, src_len, tgt_len), self._parts):
             f.write(np.ascontiguousarray(a, dtype=dt).tobytes())
         self.pairs += len(src_len)
@@ -366,7 +372,7 @@ def _binarize(
                 hashes = None if seen is None else functools.partial(_pair_hashes, src, tgt)
                 keep = np.flatnonzero(_filter(s_len, t_len, hashes, seen, f, report))
                 del src, tgt, hashes  # the text is no longer needed; free it before reading on
-                bin_file.write(_interleave(src_ids, s_len, tgt_ids, t_len, keep).tobytes())
+                bin_file.write(interleave_pairs(src_ids, s_len, tgt_ids, t_len, keep).tobytes())
                 index.append(s_len[keep], t_len[keep])
                 del src_ids, tgt_ids
                 progress(Progress(task=task, done=report.read, unit="pairs", info={"kept": report.kept}))

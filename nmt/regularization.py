@@ -12,12 +12,13 @@ epoch's segmentation is sampled in a worker thread while the current epoch train
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from nmt.dataset import ParallelDataset
+from nmt.dataset import ParallelDataset, interleave_pairs, pair_offsets
 from nmt.tokenizer import Tokenizer
 
 CHUNK = 2048  # pairs sampled per call (each with its own seed, so the result does not depend on threads)
@@ -100,10 +101,15 @@ class Resegmenter:
 
 
 def pack(src: list[list[int]], tgt: list[list[int]], fallbacks: int = 0) -> Segmentation:
-    """Pairs of id lists as one flat array with offsets, each pair's source then target."""
-    src_len = np.fromiter(map(len, src), np.int32, len(src))
-    tgt_len = np.fromiter(map(len, tgt), np.int32, len(tgt))
-    pair_len = src_len.astype(np.int64) + tgt_len
-    src_off = np.cumsum(pair_len) - pair_len
-    tokens = np.fromiter((t for s, t_ in zip(src, tgt) for t in (*s, *t_)), np.int32, int(pair_len.sum()))
-    return Segmentation(tokens, src_off, src_off + src_len, src_len, tgt_len, fallbacks)
+    """Pairs of id lists in the store's layout (`nmt.dataset`): one flat array, each pair's source then its
+    target, with offsets."""
+    src_len, src_flat = _flat(src)
+    tgt_len, tgt_flat = _flat(tgt)
+    tokens = interleave_pairs(src_flat, src_len, tgt_flat, tgt_len, np.arange(len(src)))
+    return Segmentation(tokens, *pair_offsets(src_len, tgt_len), src_len, tgt_len, fallbacks)
+
+
+def _flat(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(N,) int32 lengths and the (T,) int32 ids of `ids`, one list after the other."""
+    lengths = np.fromiter(map(len, ids), np.int32, len(ids))
+    return lengths, np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum(dtype=np.int64)))

@@ -439,7 +439,7 @@ def test_encode_batches_do_not_matter(bpe, tmp_path, monkeypatch):
 
 
 def test_interleave_matches_a_python_loop():
-    from nmt.dataset import _interleave
+    from nmt.dataset import interleave_pairs
 
     rng = np.random.default_rng(0)
     src_len = rng.integers(0, 6, 50).astype(np.int32)
@@ -449,9 +449,9 @@ def test_interleave_matches_a_python_loop():
     s_at, t_at = np.cumsum(src_len) - src_len, np.cumsum(tgt_len) - tgt_len
     keep = np.flatnonzero(rng.random(50) < 0.7)
     expect = [x for k in keep for x in [*src[s_at[k] : s_at[k] + src_len[k]], *tgt[t_at[k] : t_at[k] + tgt_len[k]]]]
-    got = _interleave(src, src_len, tgt, tgt_len, keep)
+    got = interleave_pairs(src, src_len, tgt, tgt_len, keep)
     assert got.dtype == np.uint16 and got.tolist() == [int(x) for x in expect]
-    assert _interleave(src, src_len, tgt, tgt_len, keep[:0]).tolist() == []
+    assert interleave_pairs(src, src_len, tgt, tgt_len, keep[:0]).tolist() == []
 
 
 def test_dedup_keeps_the_first_copy_within_and_across_chunks(bpe, tmp_path):
