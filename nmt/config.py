@@ -457,6 +457,9 @@ class InferenceConfig:
         "auto: ctranslate2 where installed and able to do what is asked, else torch (stderr says which and why).")
     gpus: int = option(0, "GPUs to use (0: CPU; translation runs on one).", low=0, high=INT_MAX)
     threads: int = option(0, "CPU threads of the engine (0: torch's default).", low=0, high=MAX_THREADS)
+    inter_threads: int = option(1, "Batches translated at once, each by its own copy of the model with --threads "
+                                "threads (CTranslate2's inter_threads: throughput on many cores; the torch engine "
+                                "translates one batch at a time).", low=1, high=MAX_THREADS)
     precision: Precision = option(Precision.FP32, "fp32; fp16 (GPU); bf16 (GPU, or a CPU with native bf16); int8 "
                                   "(CPU, same as --int8); auto: fp32 or bf16, whichever runs the model faster here "
                                   "(timed once, kept in the user's cache).")
@@ -472,6 +475,9 @@ class InferenceConfig:
         check_fields(self)
         if self.int8 and self.precision not in (Precision.FP32, Precision.INT8):
             raise ConfigError(f"--int8 contradicts --precision {self.precision}; give one of them")
+        if self.engine == "torch" and self.inter_threads > 1:
+            raise ConfigError(f"--inter-threads {self.inter_threads}: the torch engine translates one batch at a "
+                              "time; use --engine ctranslate2, or leave --inter-threads out")
         return self
 
     @property

@@ -102,6 +102,9 @@ def open_engine(paths: Sequence[Path], search: Union[Overrides[SearchConfig], Se
     except Unsupported as e:
         if explicit:
             raise ConfigError(f"--engine ctranslate2: {e}; use --engine torch") from None
+        if options.inter_threads > 1:  # an option that would do nothing
+            raise ConfigError(f"--inter-threads {options.inter_threads} needs the CTranslate2 engine, and {e}; "
+                              "leave --inter-threads out") from None
         translator = Translator.open(paths, search, options, progress)  # its errors first: said once opened
         progress(Progress("engine", message=f"engine: torch (auto: {e})"))
         return translator
@@ -159,7 +162,8 @@ def open_ctranslate2(paths: list[Path], search: Union[Overrides[SearchConfig], S
     def load(folder: Path) -> CTranslate2Translator:
         return CTranslate2Translator(folder, search_cfg, device=device.type, compute_type=compute_type,
                                      threads=options.threads or torch.get_num_threads(), max_tokens=options.max_tokens,
-                                     max_sentences=options.batch_size, progress=progress, fallback=torch_engine)
+                                     max_sentences=options.batch_size, progress=progress, fallback=torch_engine,
+                                     inter_threads=options.inter_threads)
 
     try:
         return load(entry)

@@ -36,6 +36,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
@@ -445,12 +446,17 @@ class Fallback:
     def __init__(self, make: Callable[[], BatchTranslator]):
         self.make, self.sentences = make, 0
         self.engine: Optional[BatchTranslator] = None
+        self.lock = threading.Lock()  # batches searched at once (--inter-threads) share it
+        self.threads = torch.get_num_threads()
 
     def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig) -> list[list[Hypothesis]]:
-        if self.engine is None:
-            self.engine = self.make()
-        self.sentences += len(encoded)
-        return self.engine.with_search(cfg).search_batch(encoded, keys)
+        with self.lock:
+            # a batch's own thread starts with OpenMP's default (every core), whatever this thread was given
+            torch.set_num_threads(self.threads)
+            if self.engine is None:
+                self.engine = self.make()
+            self.sentences += len(encoded)
+            return self.engine.with_search(cfg).search_batch(encoded, keys)
 
 
 class CTranslate2Translator(BatchTranslator):
@@ -459,7 +465,8 @@ class CTranslate2Translator(BatchTranslator):
 
     Tokenisation, length-sorted batching, length limits, ranking and output order are nmt's; the network
     and the search run in CTranslate2. `compute_type`: CTranslate2's (float32, int8, bfloat16, ...);
-    `threads`: its intra_threads; `fallback`: the torch engine of the same model (loaded on first use), which
+    `threads`: its intra_threads; `inter_threads`: batches translated at once (each by a replica of the model
+    with `threads` threads); `fallback`: the torch engine of the same model (loaded on first use), which
     searches the few sentences CTranslate2 cannot search exactly as nmt (float32 only: other number formats
     round differently anyway); `suppress_specials`: see `ctranslate2_options`.
     """
@@ -469,7 +476,7 @@ class CTranslate2Translator(BatchTranslator):
     def __init__(self, model_dir: Path, search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(),
                  device: str = "cpu", compute_type: str = "default", threads: int = 0, max_tokens: int = 4096,
                  max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = False,
-                 fallback: Optional[Callable[[], BatchTranslator]] = None):
+                 fallback: Optional[Callable[[], BatchTranslator]] = None, inter_threads: int = 1):
         ct2 = require_ctranslate2()
         self.model_dir = model_dir = Path(model_dir)
         self.meta = meta = read_meta(model_dir)
@@ -497,7 +504,8 @@ class CTranslate2Translator(BatchTranslator):
             ct2.set_random_seed(self.search_cfg.seed)
         try:
             self.engine = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
-                                         inter_threads=1, intra_threads=threads)
+                                         inter_threads=inter_threads, intra_threads=threads)
+            self.parallel = inter_threads  # its translate_batch releases the GIL: one Python thread per replica
         except (RuntimeError, ValueError) as e:
             raise InputError(f"{model_dir}: CTranslate2 cannot load it ({str(e).splitlines()[0]})") from None
 

@@ -4,6 +4,7 @@ shared by every engine (`BatchTranslator`); the torch engine (`Translator`)."""
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Optional, Protocol, Sequence
@@ -48,6 +49,7 @@ class BatchTranslator:
     max_tokens: int  # padded source tokens per batch at most
     max_sentences: int  # sentences per batch at most
     progress: ProgressFn  # warnings (a line cut to fit the model)
+    parallel: int = 1  # batches searched at once (an engine whose search_batch releases the GIL)
 
     def search_batch(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
         """The `search_cfg.nbest` best hypotheses of each source of one batch (ids + EOS, non-empty), best
@@ -79,8 +81,8 @@ class BatchTranslator:
         empty = [("", Hypothesis([], 0.0, 0.0))] * self.search_cfg.nbest
         results = [Translation("", empty, line) for line in lines]
         done = first_line + sum(len(ids) <= 1 for ids in encoded)  # empty lines need no search
-        for batch in self.batches(encoded):
-            hyps = self.search_batch([encoded[i] for i in batch], [first_line + i for i in batch])
+        batches = list(self.batches(encoded))
+        for batch, hyps in zip(batches, self.search_batches(encoded, batches, first_line)):
             for i, sentence_hyps in zip(batch, hyps):
                 # One line out per line in, whatever the vocabulary holds: no piece may break the line.
                 decoded = self.tokenizer.decode([h.tokens for h in sentence_hyps])
@@ -89,6 +91,16 @@ class BatchTranslator:
             done += len(batch)
             self.progress(Progress("translate", done=done, unit="sentences"))
         return results
+
+    def search_batches(self, encoded: list[list[int]], batches: list[list[int]],
+                       first_line: int) -> Iterator[list[list[Hypothesis]]]:
+        """`search_batch` of each batch (indices into `encoded`), in order; `parallel` of them at a time."""
+        jobs = [([encoded[i] for i in batch], [first_line + i for i in batch]) for batch in batches]
+        if self.parallel <= 1 or len(jobs) <= 1:
+            yield from (self.search_batch(*job) for job in jobs)
+            return
+        with ThreadPoolExecutor(min(self.parallel, len(jobs)), thread_name_prefix="nmt-batch") as pool:
+            yield from pool.map(lambda job: self.search_batch(*job), jobs)
 
     def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
         """Translate a stream of chunks of lines, yielding one Translation per line, in order."""

@@ -7,10 +7,12 @@ The CTranslate2 tests are skipped when ctranslate2 is not installed (it is in th
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,49 @@ def test_chunks_and_batches_do_not_change_ctranslate2s_translations(ending_check
     reference = [t.text for t in opened(ending_checkpoint, "torch", beam=4).translate_chunk(lines)]
     streamed = [t.text for t in whole.translate(lines[i:i + 7] for i in range(0, len(lines), 7))]
     assert streamed == reference
+
+
+def test_batches_at_once_give_the_same_translations_in_order(ending_checkpoint, lines):
+    """--inter-threads 3: several batches of a chunk searched at once by CTranslate2's replicas, in order."""
+    one = opened(ending_checkpoint, "ctranslate2", beam=4, nbest=2, inference={"max_tokens": 48})
+    three = opened(ending_checkpoint, "ctranslate2", beam=4, nbest=2, inference={"max_tokens": 48, "inter_threads": 3})
+    assert one.parallel == 1 and three.parallel == 3
+    assert len(list(three.batches(three.encode(lines, 0)))) >= 6  # more batches than replicas
+    assert nbest_lists(three.translate_chunk(lines)) == nbest_lists(one.translate_chunk(lines))
+    streamed = [t.text for t in three.translate(lines[i:i + 9] for i in range(0, len(lines), 9))]
+    assert streamed == [t.text for t in one.translate_chunk(lines)]
+
+
+def test_batches_at_once_run_at_once(ending_checkpoint, lines, monkeypatch):
+    """The first two batches wait for each other at a barrier: they pass only if they are searched at the same
+    time."""
+    engine = opened(ending_checkpoint, "ctranslate2", inference={"max_tokens": 48, "inter_threads": 2})
+    barrier, search, calls = threading.Barrier(2, timeout=30), engine.search_batch, itertools.count()
+
+    def meeting(encoded, keys):
+        if next(calls) < 2:
+            barrier.wait()  # BrokenBarrierError after 30 s alone
+        return search(encoded, keys)
+
+    monkeypatch.setattr(engine, "search_batch", meeting)
+    chunk = [line for line in lines if line.strip()][:20]
+    assert len(list(engine.batches(engine.encode(chunk, 0)))) > 2
+    assert [t.text for t in engine.translate_chunk(chunk)] == [t.text for t in opened(
+        ending_checkpoint, "ctranslate2", inference={"max_tokens": 48}).translate_chunk(chunk)]
+
+
+def test_batches_at_once_need_ctranslate2(tiny_checkpoint, tmp_path):
+    with pytest.raises(ConfigError, match=r"^--inter-threads 2: the torch engine translates one batch at a time; "):
+        opened(tiny_checkpoint, "torch", inference={"inter_threads": 2})
+    with pytest.raises(ConfigError, match=r"^--inter-threads 2 needs the CTranslate2 engine, and an ensemble "):
+        open_engine([tiny_checkpoint] * 2, Overrides(SearchConfig), Overrides(InferenceConfig, {"inter_threads": 2}))
+    src = tmp_path / "in.en"
+    src.write_text("A dog.\n")
+    r = subprocess.run([sys.executable, "-m", "nmt", "translate", "-m", str(tiny_checkpoint), "--engine", "torch",
+                        "--inter-threads", "2", "-i", str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == ["error: --inter-threads 2: the torch engine translates one batch at a "
+                                             "time; use --engine ctranslate2, or leave --inter-threads out"]
 
 
 def test_translate_cli_output_file_identical_on_both_engines(ending_checkpoint, lines, tmp_path):
