@@ -1,6 +1,7 @@
 """Translation speed of an imported Marian (OPUS-MT) model: nmt against transformers' `generate`, on the CPU.
 
-    .venv/bin/python benchmarks/marian_speed.py --work /tmp/marian-speed --threads 1 --rounds 3
+    .venv/bin/python benchmarks/marian_speed.py --work /tmp/marian-speed --threads 1 --rounds 3 \\
+        --engines torch ctranslate2 --precisions fp32 int8
 
 No model is downloaded: a random Marian model of OPUS-MT's size (d_model 512, 6+6 layers, 8 heads, d_ff 2048,
 swish, scaled embeddings, a vocabulary of 58,101 pieces) is built with transformers in --work (once; kept for
@@ -8,7 +9,8 @@ later runs), with SentencePiece models learned on the bundled sample corpus, a v
 to OPUS-MT's size with pieces no text produces, and OPUS-MT's generation config. A random model's translations
 loop to the length limit, so EOS is made likelier along the positions (as in tests/test_import_marian.py): the
 translations end after about --length tokens, as a real model's of these sentences would. The model is then
-imported with `nmt import marian`.
+imported with `nmt import marian`. nmt runs on each of --engines (the CTranslate2 engine converts the imported
+checkpoint on first use, as `nmt translate --engine ctranslate2` does).
 
 Both engines translate the first --sentences lines of the sample corpus's test set, in chunks of --batch-sizes
 lines (one `Translator.translate_chunk` call, one `generate` call per chunk), with beam 4 and greedy search;
@@ -122,11 +124,15 @@ class Hf:
 
 
 class Nmt:
-    def __init__(self, model: Path, precision: str = "fp32"):
-        from nmt.translate import Translator
+    """nmt's engine as `nmt translate --engine ENGINE --precision PRECISION --threads N` opens it."""
 
-        self.name = f"nmt-{precision}"
-        self.translator = Translator(model, precision=precision)
+    def __init__(self, model: Path, engine: str, precision: str, threads: int):
+        from nmt.config import InferenceConfig, Overrides, SearchConfig
+        from nmt.engine import open_engine
+
+        self.name = f"nmt-{precision}" if engine == "torch" else f"nmt-{engine}-{precision}"
+        self.translator = open_engine([model], Overrides(SearchConfig), Overrides(InferenceConfig, {
+            "engine": engine, "precision": precision, "threads": threads}))
 
     def translate(self, chunk: list[str], beam: int) -> list[str]:
         """With the model's own search defaults (transformers', from the folder) but `beam`."""
@@ -144,7 +150,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--length", type=float, default=12.0, help="about where the random model's outputs end")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "int8"],
-                        help="nmt's precisions (bf16: on a CPU with native bf16)")
+                        help="nmt's precisions (bf16: on a CPU with native bf16; torch only)")
+    parser.add_argument("--engines", nargs="+", default=["torch", "ctranslate2"], choices=["torch", "ctranslate2"],
+                        help="nmt's engines (--engine); each runs every precision it has")
     args = parser.parse_args()
 
     import torch
@@ -159,7 +167,8 @@ def main() -> None:
         build(folder, args.length)
     if not model.is_file():
         checkpoint.save(model, import_marian(folder).checkpoint)
-    engines = [*(Nmt(model, p) for p in args.precisions), Hf(folder)]
+    engines = [*(Nmt(model, e, p, args.threads) for e in args.engines for p in args.precisions
+                 if not (e == "ctranslate2" and p == "bf16")), Hf(folder)]  # CTranslate2's CPU build: no bf16
     source = lines("test", "en", args.sentences)
     runs = [(beam, size) for beam in args.beams for size in args.batch_sizes]
     times: dict[tuple, list[float]] = {(e.name, *run): [] for e in engines for run in runs}
