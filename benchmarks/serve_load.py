@@ -30,7 +30,9 @@ the rounds, "vs offline" against the offline run of the same engine in the same 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
+import http.client
 import json
 import os
 import socket
@@ -39,6 +41,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import requests
@@ -200,25 +203,43 @@ def batch_stats(url: str) -> tuple[float, float]:
     return float(values["nmt_batch_sentences_sum"]), float(values["nmt_batch_sentences_count"])
 
 
-def load(url: str, sentences: list[str], clients: int) -> dict:
-    """`clients` threads, each posting its share of the sentences one at a time."""
+def load(url: str, sentences: list[str], clients: int, kind: str = "http.client") -> dict:
+    """`clients` threads, each posting its share of the sentences one at a time over one kept-alive connection:
+    with `requests` (a Session each), or with the standard library's http.client, which spends a fifth of the
+    CPU time per request (the clients share the server's cores here, as real clients would not)."""
     latencies: list[float] = []
     results: dict[int, str] = {}
     errors = []
     lock = threading.Lock()
+    address = urllib.parse.urlsplit(url)
+
+    def post_with_requests(session: requests.Session, text: str) -> tuple[int, bytes]:
+        r = session.post(url, json={"text": text}, timeout=120)
+        return r.status_code, r.content
+
+    def post_with_http_client(connection: http.client.HTTPConnection, text: str) -> tuple[int, bytes]:
+        connection.request("POST", address.path, body=json.dumps({"text": text}),
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, response.read()
 
     def client(k: int) -> None:
-        with requests.Session() as session:
+        if kind == "requests":
+            connection, post = requests.Session(), post_with_requests
+        else:
+            connection, post = http.client.HTTPConnection(address.hostname, address.port, timeout=120), \
+                post_with_http_client
+        with contextlib.closing(connection):
             for i in range(k, len(sentences), clients):
                 t0 = time.monotonic()
-                r = session.post(url, json={"text": sentences[i]}, timeout=120)
+                status, body = post(connection, sentences[i])  # type: ignore[arg-type]
                 dt = time.monotonic() - t0
                 with lock:
-                    if r.status_code != 200:
-                        errors.append(r.status_code)
+                    if status != 200:
+                        errors.append(status)
                         continue
                     latencies.append(dt)
-                    results[i] = r.json()["translations"][0]
+                    results[i] = json.loads(body)["translations"][0]
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     start = time.monotonic()
@@ -238,8 +259,10 @@ def start_server(args, engine: str, tree: Path | None) -> tuple[subprocess.Popen
     once ready."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(args.model), "--port", str(port),
-                               "--threads", str(args.threads), "--max-wait-ms", str(args.max_wait_ms),
-                               "--quiet-ms", str(args.quiet_ms), *(["--engine", engine] if tree is None else [])],
+                               "--threads", str(args.threads),
+                               *(["--max-wait-ms", str(args.max_wait_ms)] if args.max_wait_ms is not None else []),
+                               *(["--quiet-ms", str(args.quiet_ms)] if args.quiet_ms is not None else []),
+                               *(["--engine", engine] if tree is None else [])],
                               stderr=subprocess.DEVNULL, env=tree_env(tree), cwd=tree)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -264,11 +287,13 @@ def main() -> None:
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 32])
     ap.add_argument("--engines", nargs="+", default=["torch", "ctranslate2"], choices=["torch", "ctranslate2"])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--max-wait-ms", type=float, default=50.0)
-    ap.add_argument("--quiet-ms", type=float, default=5.0)
+    ap.add_argument("--max-wait-ms", type=float, help="the servers' --max-wait-ms (default: theirs)")
+    ap.add_argument("--quiet-ms", type=float, help="the servers' --quiet-ms (default: theirs)")
     ap.add_argument("--alone-sentences", type=int, default=256, help="sentences for the model-alone column")
     ap.add_argument("--batching", action="store_true", help="also compare nmt's batcher with CTranslate2's own queue")
     ap.add_argument("--baseline", type=Path, help="folder holding an older `nmt` package: its (torch) server runs too")
+    ap.add_argument("--client", choices=["http.client", "requests"], default="http.client",
+                    help="the load generator's HTTP library (requests spends about 5x the CPU per request)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat everything; medians over the rounds")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
@@ -294,7 +319,7 @@ def main() -> None:
                 for name in (list(servers) if r % 2 == 0 else list(servers)[::-1]):
                     url = servers[name][1]
                     before = batch_stats(url)
-                    row = load(url + "/v1/translate", sentences, c)
+                    row = load(url + "/v1/translate", sentences, c, args.client)
                     after = batch_stats(url)
                     row["mean_batch"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
                     row["vs_offline"] = row["sentences_per_s"] / offline_rates[name][-1]
@@ -320,7 +345,7 @@ def main() -> None:
         print(f"offline `nmt translate` ({name}): {len(sentences)} sentences at {statistics.median(rates):.1f} "
               f"sentences/s (median of {args.rounds} round(s): {', '.join(f'{x:.1f}' for x in rates)})")
     print(f"CTranslate2 used directly, one sentence (float32, beam 4, BPE included): median {one * 1000:.0f} ms; "
-          f"threads {args.threads}, {os.cpu_count()} CPUs")
+          f"threads {args.threads}, {os.cpu_count()} CPUs; clients: {args.client}")
     print("| server | clients | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | p50 / CTranslate2's one sentence "
           "| errors | same output as offline | mean batch | engine alone, batches of C lines |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")

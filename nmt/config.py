@@ -177,6 +177,8 @@ def check_field(cls: type, name: str, value: Any) -> None:
     has field `name`'s type, is one of its choices and lies in its range."""
     spec, flag = spec_of(fields_of(cls)[name]), flag_of(cls, name)
     check_type(flag, value, field_types(cls)[name])
+    if value is None:  # an Optional field left out (its type allows None)
+        return
     allowed = choices_of(cls, name)
     if allowed is not None and str(value.value if isinstance(value, enum.Enum) else value) not in allowed:
         raise ConfigError(f"{flag} {value!s}: use one of {', '.join(allowed)}")
@@ -515,9 +517,12 @@ class ServeConfig:
 
     max_batch_sentences: int = option(128, "Lines merged into one chunk: the engine's --batch-size.", low=1,
                                       high=INT_MAX, cli=False)
-    max_wait_ms: float = option(50.0, "How long a request waits at most for others to join its batch.", low=0.0,
-                                high=60_000.0)
-    quiet_ms: float = option(5.0, "A batch goes once no request has come for this long.", low=0.0, high=60_000.0)
+    max_wait_ms: Optional[float] = option(
+        None, "How long a request waits at most for others to join its batch (default: 0 with the ctranslate2 "
+        "engine, whose time per line hardly grows as batches shrink: a batch goes as soon as the engine is free; "
+        "50 with torch).", low=0.0, high=60_000.0)
+    quiet_ms: float = option(0.0, "A batch goes once no request has come for this long (0: a request that finds "
+                             "the engine idle goes at once).", low=0.0, high=60_000.0)
     max_queue: int = option(4096, "Lines waiting at most; then 503 + Retry-After (413 for a request that can "
                             "never fit).", low=1, high=INT_MAX)
     max_lines: int = option(256, "Lines per request at most (413 beyond).", low=1, high=INT_MAX)
@@ -535,6 +540,12 @@ class ServeConfig:
     def validate(self) -> "ServeConfig":
         check_fields(self)
         return self
+
+    def for_engine(self, engine: str) -> "ServeConfig":
+        """With --max-wait-ms, where it was left out, the default of `engine` (torch or ctranslate2)."""
+        if self.max_wait_ms is not None:
+            return self
+        return dataclasses.replace(self, max_wait_ms=0.0 if engine == "ctranslate2" else 50.0)
 
     @property
     def body_limit(self) -> int:

@@ -43,7 +43,8 @@ def create_app(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, tra
     model is warm; `on_done(record)` after each request; `on_error(line)` for each failure no handler expected."""
     from fastapi_offline import FastAPIOffline  # /docs and /redoc from files in the package, not from a CDN
 
-    check_files(cfg.validate())
+    cfg = cfg.validate().for_engine(getattr(engine, "name", "torch"))
+    check_files(cfg)
     app = FastAPIOffline(title="nmt", description=f"Translation {info.src} -> {info.tgt} with {info.name}",
                          lifespan=lifespan)
     install_handlers(app)

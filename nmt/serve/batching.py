@@ -7,8 +7,10 @@ under load the clients just answered can send their next line into the coming ba
 their own, while a lone request waits only --quiet-ms; under load the batch also waits, within
 --max-wait-ms, for as many requests as the last batch answered), and translates their lines as one chunk. The
 engine sorts a chunk by length and cuts model batches of --max-batch-tokens, so every line gets exactly
-what `nmt translate` gives it. A chunk that fails is translated again request by request, so that one
-bad request fails alone. The event loop only queues and awaits: it never runs the model.
+what `nmt translate` gives it. With --max-wait-ms 0 (the CTranslate2 engine's default) the worker waits for
+nobody: a batch goes as soon as the engine is free, with what has queued meanwhile. A chunk that fails is
+translated again request by request, so that one bad request fails alone. The event loop only queues and
+awaits: it never runs the model.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Batcher:
     def __init__(self, translate: TranslateFn, cfg: ServeConfig,
                  on_batch: Callable[[int, float], None] = lambda n, s: None):
         self.translate, self.cfg, self.on_batch = translate, cfg, on_batch
+        # the server gives --max-wait-ms as its engine's default (ServeConfig.for_engine); left out here: torch's
+        self.max_wait = (cfg.for_engine("torch").max_wait_ms or 0.0) / 1000
         self.queue: collections.deque[PendingRequest] = collections.deque()
         self.queued_lines = 0
         self.cond = threading.Condition()
@@ -126,7 +130,7 @@ class Batcher:
                         return []
                     self.cond.wait()
                 start = max(self.queue[0].arrived, self.free_since)
-                max_wait = self.cfg.max_wait_ms / 1000
+                max_wait = self.max_wait
                 limit = start + max_wait
                 quiet = min(self.cfg.quiet_ms / 1000, max_wait)
                 # the oldest came while the model worked, or just after: the clients just answered are coming back
