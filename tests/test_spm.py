@@ -273,3 +273,23 @@ def test_prepare_train_translate_with_sentencepiece(tiny_spm, tiny_corpus, tmp_p
     assert ckpt.data == data_identity(tmp_path / "data")
     [t] = Translator(checkpoint.latest(tmp_path / "run"), SearchConfig(beam=2)).translate_chunk(["A man is riding a bicycle ."])
     assert isinstance(t.text, str) and t.hypotheses
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_the_bpe_command_learns_sentencepiece(tiny_corpus, tmp_path, model_type):
+    """`nmt bpe --kind sentencepiece --model-type T`: a SentencePiece model of that type, which prepare reads."""
+    from nmt.dataset import load_meta, prepare
+
+    out = tmp_path / "spm.model"
+    r = subprocess.run([sys.executable, "-m", "nmt", "bpe", "--kind", "sentencepiece", "--model-type", model_type,
+                        "--train", str(tiny_corpus / "train.en"), str(tiny_corpus / "train.de"), "--vocab-size", "300",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
+    proto = sp_lib.SentencePieceProcessor(model_file=str(out))
+    assert proto.get_piece_size() == 300
+    # a BPE model scores its pieces by merge rank (-0, -1, ...), a unigram model by log-probability
+    scores = [proto.get_score(i) for i in range(proto.get_piece_size()) if proto.is_unknown(i) + proto.is_control(i) == 0]
+    assert all(score.is_integer() for score in scores) == (model_type == "bpe")
+    prepare(out, tmp_path / "data", "en", "de", tiny_corpus / "train", tiny_corpus / "valid")
+    assert load_meta(tmp_path / "data")["tokenizer"]["kind"] == "sentencepiece"
+
