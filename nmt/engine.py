@@ -148,6 +148,10 @@ def open_ctranslate2(paths: list[Path], search: Union[Overrides[SearchConfig], S
         Overrides(SearchConfig, meta.get("search") or {}).apply())
     if search_cfg.sampling and not explicit:
         raise Unsupported("--sampling: CTranslate2 draws other samples than torch (--engine ctranslate2 for its own)")
+    if search_cfg.sampling and options.inter_threads > 1:
+        raise ConfigError(f"--inter-threads {options.inter_threads} with --sampling: which replica draws a batch's "
+                          "samples changes from run to run, so --seed would not give the same samples; use "
+                          "--inter-threads 1")
     if search_cfg.sampling:  # never a silent difference between the engines
         progress(Progress("engine", message="note: --engine ctranslate2 draws its own samples: the same --seed gives "
                                             "other samples than --engine torch (each engine's are reproducible)"))

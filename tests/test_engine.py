@@ -143,6 +143,8 @@ def test_batches_at_once_need_ctranslate2(tiny_checkpoint, tmp_path):
         opened(tiny_checkpoint, "torch", inference={"inter_threads": 2})
     with pytest.raises(ConfigError, match=r"^--inter-threads 2 needs the CTranslate2 engine, and an ensemble "):
         open_engine([tiny_checkpoint] * 2, Overrides(SearchConfig), Overrides(InferenceConfig, {"inter_threads": 2}))
+    with pytest.raises(ConfigError, match=r"^--inter-threads 2 with --sampling: which replica draws "):
+        opened(tiny_checkpoint, "ctranslate2", sampling=True, inference={"inter_threads": 2})
     src = tmp_path / "in.en"
     src.write_text("A dog.\n")
     r = subprocess.run([sys.executable, "-m", "nmt", "translate", "-m", str(tiny_checkpoint), "--engine", "torch",
