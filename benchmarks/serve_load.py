@@ -179,7 +179,8 @@ results = {"ctranslate2 queue": closed_loop(direct)}
 # nmt's batcher: requests merged into chunks by one worker thread
 loop = asyncio.new_event_loop()
 threading.Thread(target=loop.run_forever, daemon=True).start()
-batcher = Batcher(translate_function(engine), ServeConfig(max_batch_sentences=128))
+# the batching of `nmt serve` over this engine (its --max-wait-ms default is the engine's)
+batcher = Batcher(translate_function(engine), ServeConfig(max_batch_sentences=128).for_engine(engine.name))
 batcher.start()
 def batched(line):
     async def submit():

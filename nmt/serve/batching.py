@@ -62,8 +62,9 @@ class Batcher:
     def __init__(self, translate: TranslateFn, cfg: ServeConfig,
                  on_batch: Callable[[int, float], None] = lambda n, s: None):
         self.translate, self.cfg, self.on_batch = translate, cfg, on_batch
-        # the server gives --max-wait-ms as its engine's default (ServeConfig.for_engine); left out here: torch's
-        self.max_wait = (cfg.for_engine("torch").max_wait_ms or 0.0) / 1000
+        if cfg.max_wait_ms is None:  # its default is the engine's: the caller knows the engine, not the batcher
+            raise ValueError("Batcher needs --max-wait-ms resolved: give it cfg.for_engine(engine.name)")
+        self.max_wait = cfg.max_wait_ms / 1000
         self.queue: collections.deque[PendingRequest] = collections.deque()
         self.queued_lines = 0
         self.cond = threading.Condition()
