@@ -195,6 +195,23 @@ def decompressed(raw: IO[bytes], name: str) -> IO[bytes]:
     return cast(IO[bytes], _Closing(codec.reader(raw), raw))
 
 
+def read_small_text(path: Any, label: str, content: str) -> str:
+    """The whole of a small text file (plain or compressed, as every text file nmt reads), UTF-8 without its
+    byte-order mark (Windows editors write one). InputError starting with `label` (e.g. "--config c.toml")
+    when it cannot be read, is damaged or is not UTF-8; `content` says what it should hold."""
+    try:
+        with open(path, "rb") as f, decompressed(f, label) as data:
+            raw = data.read()
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+        # An OSError with an errno is the file system's; the others are damaged or truncated compressed data.
+        hint = "check the path" if getattr(e, "errno", None) is not None else "is the file complete?"
+        raise InputError(f"{label}: cannot read ({getattr(e, 'strerror', None) or e}); {hint}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{label}: not a text file (not UTF-8); {content}") from None
+
+
 @contextlib.contextmanager
 def compressing(raw: IO[bytes], codec: Codec) -> Iterator[CompressedFile]:
     """A file that compresses into `raw`; leaving the block writes the compression's trailer and leaves

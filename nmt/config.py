@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Iterator, Literal, Mapping, Optional, Sequence, TypeVar, Union
 
-from nmt.compression import decompressed
+from nmt.compression import read_small_text
 from nmt.errors import ConfigError, InputError
 
 # The largest count or size an option takes: a sanity cap, so that no value overflows the int32/int64
@@ -707,18 +707,10 @@ def read_config_file(path: Any) -> ConfigFile:
         import tomllib
     except ModuleNotFoundError:  # Python < 3.11
         import tomli as tomllib
-    try:  # plain, or compressed (gzip, bzip2, xz: known by the first bytes), as every text file nmt reads
-        with open(path, "rb") as f, decompressed(f, str(path)) as data:
-            raw = data.read()
-    except InputError as e:  # a compression nmt does not read
-        raise ConfigError(f"{e} (--config)") from None
-    except (OSError, EOFError) as e:  # EOFError: a truncated compressed file
-        raise ConfigError(f"{path}: cannot read this --config file ({getattr(e, 'strerror', None) or e})") from None
     try:
-        text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors write one) is not content
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text file (not UTF-8); --config takes a TOML file such as a run's "
-                          "config.toml") from None
+        text = read_small_text(path, f"--config {path}", "--config takes a TOML file such as a run's config.toml")
+    except InputError as e:
+        raise ConfigError(str(e)) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

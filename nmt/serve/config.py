@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt.compression import codec_of_name, decompressed
+from nmt.compression import codec_of_name, read_small_text
 from nmt.config import ServeConfig
-from nmt.errors import ConfigError, InputError
+from nmt.errors import ConfigError
 from nmt.files import check_output_file
 
 
@@ -24,14 +24,7 @@ def check_files(cfg: ServeConfig) -> None:
 
 def read_api_keys(path: Path) -> frozenset[str]:
     """The keys of an --api-keys file: one per line; blank lines and lines starting with # are skipped."""
-    try:  # plain or compressed, as every text file nmt reads
-        with open(path, "rb") as f, decompressed(f, f"--api-keys {path}") as data:
-            text = data.read().decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(f"--api-keys {path}: is not UTF-8 text; write one key per line") from None
-    except (OSError, EOFError) as e:  # EOFError: a truncated compressed file
-        raise InputError(f"--api-keys {path}: cannot read ({getattr(e, 'strerror', None) or e}); check the path") \
-            from None
+    text = read_small_text(path, f"--api-keys {path}", "write one key per line")
     keys = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
     if not keys:
         raise ConfigError(f"--api-keys {path}: holds no key; write one key per line (or leave --api-keys out)")
