@@ -61,6 +61,7 @@ class TrainResult:
     best_checkpoint: Optional[Path] = None
     stopped: str = ""  # why training ended: max-updates, max-epochs, max-time or patience
     rank: int = 0  # this process's rank: only rank 0's result speaks for the run
+    new_updates: int = 0  # updates made by this command (0: the run had already ended)
 
 
 # -- the recipe ----------------------------------------------------------------------------------
@@ -459,6 +460,10 @@ class Trainer:
 
     def run(self) -> TrainResult:
         self.session.started = time.monotonic() - self.state.elapsed  # the clock runs from here (set-up excluded)
+        # A run resumed after its --max-time ran out has ended: no update (the saved elapsed time, the same on
+        # every rank, decides; a rerun of a finished recipe made one more update and a checkpoint).
+        self.session.time_up = self.out_of_time(self.state.elapsed)
+        first_update = self.state.updates
         if self.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.metrics = RunLog(self.out_dir)
@@ -485,7 +490,8 @@ class Trainer:
                         raise TrainingInterrupted(f"interrupted at update {self.state.updates}; checkpoint {path}; "
                                                   "run the same command to resume", signum=self.stop.signum)
                 stopped = self.finished()
-                if self.state.updates % self.cfg.valid_interval != 0 and stopped != "patience":
+                if (self.state.updates > first_update and self.state.updates % self.cfg.valid_interval != 0
+                        and stopped != "patience"):
                     self.report_valid(periodic=False)
                 if self.state.updates > self.session.saved_at:
                     self.save()
@@ -502,7 +508,7 @@ class Trainer:
         return TrainResult(self.state.updates, self.state.epoch, self.session.last_path, self.state.valid_loss, seconds,
                            tokens_seen / max(seconds, 1e-9), valid_bleu=self.state.valid_bleu,
                            best_checkpoint=self.session.best_path,
-                           stopped=stopped, rank=self.comm.rank)
+                           stopped=stopped, rank=self.comm.rank, new_updates=self.state.updates - first_update)
 
     def after_update(self, stats: UpdateStats, tokens_seen: int, n_groups: int) -> None:
         elapsed = self.session.elapsed()

@@ -100,17 +100,36 @@ def test_a_run_with_a_tail_resumes_exactly(data, tmp_path):
     assert_identical(resume(data, tmp_path / "stopped", 20, **tail), straight)
 
 
-def test_max_time_counts_the_run_not_the_session(data, tmp_path):
-    """A resumed run keeps its clock: a run that has used its --max-time stops after one more update."""
+@pytest.mark.parametrize("used", [500.0, 1000.0, 499.0])
+def test_max_time_counts_the_run_not_the_session(used, data, tmp_path):
+    """A resumed run keeps its clock: a run that has used up its --max-time makes no update (a rerun of a
+    finished recipe used to make one more, and a checkpoint that changed the average); one with time
+    left trains on."""
     run(data, tmp_path, 3)
     path = checkpoint.latest(tmp_path)
     ckpt = checkpoint.load(path)
-    ckpt.state.elapsed = 1000.0  # seconds the run has taken so far
+    ckpt.state.elapsed = used  # seconds the run has taken so far
     checkpoint.save(path, ckpt)
+    files, logged = sorted(tmp_path.iterdir()), len(logged_updates(tmp_path, "loss"))
     with torch_threads(1):
         result = train(data, tmp_path, preset="tiny", model_overrides=MODEL,
                        train_overrides={**TRAIN, "max_updates": 50, "max_time": 500.0})
-    assert (result.updates, result.stopped) == (4, "max-time")
+    if used >= 500.0:
+        assert (result.updates, result.new_updates, result.stopped) == (3, 0, "max-time")
+        assert sorted(tmp_path.iterdir()) == files and len(logged_updates(tmp_path, "loss")) == logged
+        assert checkpoint.latest(tmp_path) == path
+    else:  # the second left: it trains on until the clock or --max-updates stops it
+        assert result.new_updates > 0 and result.updates == 3 + result.new_updates
+
+
+def test_rerunning_a_finished_run_says_so(data, tmp_path):
+    run(data, tmp_path, 3)
+    r = subprocess.run([sys.executable, "-m", "nmt", "train", "--data", str(data), "--out", str(tmp_path),
+                        *CLI_OPTIONS, "--max-updates", "3"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"nothing to train: {tmp_path} had already ended at update 3 (stopped by max-updates); raise " \
+           "--max-updates to train on" in r.stderr, r.stderr
+    assert not list(tmp_path.glob("checkpoint_00000004.pt"))
 
 
 def test_a_restart_from_scratch_is_not_taken_for_a_resume(data, tmp_path, reference, monkeypatch):
