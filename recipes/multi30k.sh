@@ -12,7 +12,7 @@
 #   THREADS     torch threads per direction (default 1: two directions fill two cores)
 #   VOCAB       joint BPE vocabulary (default 6000)
 #   AVERAGE     step checkpoints averaged (default 5)
-#   BEAM, LENPEN  test-time search (default 4 and 1.0, chosen on the validation set)
+#   BEAM, LENPEN  test-time search (default 6 and 1.2, chosen on the validation set)
 #   TRAIN_ARGS  extra `nmt train` options, which override the preset (default: none)
 #
 # Every step is skipped or resumed when its output is already there, so rerunning after an
@@ -26,8 +26,8 @@ DIRECTIONS=${DIRECTIONS:-"en-de de-en"}
 THREADS=${THREADS:-1}
 VOCAB=${VOCAB:-6000}
 AVERAGE=${AVERAGE:-5}
-BEAM=${BEAM:-4}
-LENPEN=${LENPEN:-1.0}
+BEAM=${BEAM:-6}
+LENPEN=${LENPEN:-1.2}
 TRAIN_ARGS=${TRAIN_ARGS:-}
 
 log() { echo "[multi30k $(date +%H:%M:%S)] $*" >&2; }
