@@ -58,9 +58,10 @@ except ImportError:
     pass
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True)
 def one_torch_thread() -> Iterator[None]:
-    """Every test runs torch on one thread (subprocesses get --threads 1 where it matters)."""
+    """Every test starts with torch on one thread, whatever the test before it left (a command run in this
+    process sets its --threads); subprocesses get --threads 1 where it matters."""
     with torch_threads(1):
         yield
 

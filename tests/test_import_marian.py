@@ -60,7 +60,7 @@ REFS = (SAMPLE_DIR / "test.de").read_text(encoding="utf-8").splitlines()[:16]
 # every tied copy and the position tables, as older OPUS-MT folders have it), with OPUS-MT's generation config.
 MODELS = {
     "peaky": dict(config=dict(activation_function="swish", scale_embedding=True, init_std=0.5)),
-    "ending": dict(config=dict(activation_function="gelu", scale_embedding=False, init_std=0.2), ends_at=8.0),
+    "ending": dict(config=dict(activation_function="gelu", scale_embedding=False, init_std=0.2), ends_at=8.0, slope=2.0),
     "relu": dict(config=dict(activation_function="relu", scale_embedding=True, init_std=0.08), ends_at=8.0, slope=2.0,
                  weights="pytorch_model.bin", stock=True),
 }
