@@ -80,7 +80,7 @@ def main() -> None:
     rows = []
     for beam in args.beams:
         for size in args.batch_sizes:
-            times, steps, row_steps = [], 0, 0
+            times = []
             for _ in range(args.rounds):
                 start, steps, row_steps = time.process_time(), 0, 0
                 for i in range(0, len(source), size):

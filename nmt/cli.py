@@ -511,11 +511,9 @@ def train_command(
         result = run(data, out, chosen, model, train, gpus=gpus, progress=report, nproc=nproc, threads=threads)
     if result.rank != 0:  # under torchrun every process returns here; rank 0 speaks for the run
         return
-    if result.new_updates == 0 and result.stopped:
-        limit = {"max-time": "--max-time", "max-epochs": "--max-epochs", "patience": "--patience"}.get(
-            result.stopped, "--max-updates")
+    if result.new_updates == 0 and result.stopped:  # a stop reason is named after its option
         err.print(f"nothing to train: {out} had already ended at update {result.updates} (stopped by "
-                  f"{result.stopped}); raise {limit} to train on; last checkpoint {result.checkpoint}")
+                  f"{result.stopped}); raise --{result.stopped} to train on; last checkpoint {result.checkpoint}")
         return
     valid = f", valid loss {result.valid_loss:.3f}" if result.valid_loss is not None else ""
     valid += f", BLEU {result.valid_bleu:.2f} (best: {result.best_checkpoint})" if result.valid_bleu is not None else ""
