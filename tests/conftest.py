@@ -58,10 +58,18 @@ except ImportError:
     pass
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="session")
 def one_torch_thread() -> Iterator[None]:
-    """Every test starts with torch on one thread, whatever the test before it left (a command run in this
-    process sets its --threads); subprocesses get --threads 1 where it matters."""
+    """Every test and every fixture runs torch on one thread (the session's fixtures, trained models among them,
+    are built under it); subprocesses get --threads 1 where it matters."""
+    with torch_threads(1):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread_again() -> Iterator[None]:
+    """A command run in this process sets its --threads: one thread again after each test, so that the next
+    test and the module fixtures built for it do not depend on what ran before."""
     with torch_threads(1):
         yield
 
