@@ -69,9 +69,13 @@ def one_torch_thread() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def one_torch_thread_again() -> Iterator[None]:
     """A command run in this process sets its --threads: one thread again after each test, so that the next
-    test and the module fixtures built for it do not depend on what ran before."""
-    with torch_threads(1):
-        yield
+    test and the module fixtures built for it do not depend on what ran before (not even on a fixture that ran
+    a command before this one started)."""
+    import torch
+
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(1)
 
 
 def prepare_sample(root: Path, n_train: int, n_valid: int, vocab_size: int = 300) -> Path:

@@ -152,7 +152,13 @@ def end_around(model, tok, position: float, slope: float) -> None:
         real = batch["labels"] != model.config.pad_token_id  # (B, T)
         x = torch.cat([states[real], torch.ones(int(real.sum()), 1)], dim=1)  # (N, D + 1)
         positions = torch.arange(real.size(1), dtype=torch.float32).expand_as(real)[real]  # (N,)
-        w = torch.linalg.lstsq(x, positions[:, None]).solution[:, 0]  # (D + 1,)
+        # Ridge normal equations in float64 rather than torch.linalg.lstsq, whose LAPACK driver gave different
+        # last bits from run to run on the same input: a random model's outputs hinge on such bits (a near-tie
+        # decides whether a sentence ends or loops), and this model must be the same in every run. The ridge
+        # stands for lstsq's minimum norm: the states come out of a LayerNorm, so their columns sum to 0.
+        x64 = x.double()
+        w = torch.linalg.solve(x64.T @ x64 + 1e-6 * torch.eye(x.size(1), dtype=torch.float64),
+                               x64.T @ positions.double()).float()  # (D + 1,)
         eos = model.config.eos_token_id
         model.model.shared.weight[eos] = slope * w[:-1]
         model.final_logits_bias[0, eos] = slope * (w[-1] - position)
