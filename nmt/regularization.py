@@ -69,9 +69,11 @@ class Resegmenter:
         """The segmentation of `epoch` (sampled now, or taken from the worker that sampled it ahead), and the
         next epoch's started in the background."""
         future = self._ahead.pop(epoch, None)
+        for other in [e for e in self._ahead if e != epoch + 1]:  # a resume or a restart moved: not wanted now
+            stale = self._ahead.pop(other)
+            if not stale.cancel():
+                concurrent.futures.wait([stale])  # running: let it end rather than sample beside it
         found = future.result() if future is not None else self.sample(epoch)
-        for old in [e for e in self._ahead if e < epoch]:  # a resume or a restart moved on
-            self._ahead.pop(old).cancel()
         if epoch + 1 not in self._ahead:
             self._ahead[epoch + 1] = self._pool.submit(self.sample, epoch + 1)
         return found

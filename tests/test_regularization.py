@@ -3,6 +3,7 @@ deterministic per (seed, epoch), decoding to the same text, and exact on resume.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,32 @@ def test_an_epoch_is_sampled_from_seed_and_epoch_alone(data):
         assert not np.array_equal(a0.tokens, other_seed.tokens)
     finally:
         one.close(), two.close()
+
+
+def test_a_jump_to_another_epoch_waits_for_the_sample_already_running(data):
+    """After a jump (a resume within one process) the stale sample ahead is cancelled or, once running,
+    left to end: never two samples at once (SentencePiece's sampling takes turns anyway; this saves the core)."""
+    reseg, running, most = resegmenter(data), [0], [0]
+    sample = reseg.sample
+
+    def counted(epoch: int):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        time.sleep(0.2)  # long enough that the jump below comes while epoch 1 is sampled
+        try:
+            return sample(epoch)
+        finally:
+            running[0] -= 1
+
+    reseg.sample = counted
+    try:
+        reseg.epoch(0)
+        time.sleep(0.05)  # the worker has started on epoch 1
+        jumped = reseg.epoch(5)
+        assert most[0] == 1 and list(reseg._ahead) == [6]
+        assert np.array_equal(jumped.tokens, sample(5).tokens)
+    finally:
+        reseg.close()
 
 
 def test_the_sampled_ids_spell_the_same_text_in_more_pieces(data):
