@@ -93,6 +93,7 @@ class BpeTokenizer:
     """
 
     kind = KIND
+    same_sample_in_every_process = True  # numpy's generator, seeded by the caller
 
     def __init__(self, model_bytes: bytes, name: str = "<bytes>") -> None:
         """Prefer `from_file` / `from_bytes`; `name` appears in error messages."""

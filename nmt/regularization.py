@@ -1,7 +1,8 @@
 """Subword regularisation during training: every epoch the training split gets a fresh, sampled
 segmentation of its text (BPE-dropout, Provilkov et al. 2020, for BPE models; SentencePiece's sampling,
 Kudo 2018, for unigram models), the same for the same seed and epoch, so that a resumed run sees what it
-would have seen. Validation and test are never regularised.
+would have seen (a tokenizer whose samples differ between processes, as SentencePiece's do, keeps that only
+within one process: see `check_processes`). Validation and test are never regularised.
 
 A prepared store holds ids, not text: the text is the store's ids decoded once by the run's tokenizer (the
 text `prepare` encoded, as the tokenizer normalises it). The sampled ids go into an in-memory copy of the
@@ -19,9 +20,18 @@ from typing import Optional
 import numpy as np
 
 from nmt.dataset import ParallelDataset, interleave_pairs, pair_offsets
+from nmt.errors import ConfigError
 from nmt.tokenizer import Tokenizer
 
 CHUNK = 2048  # pairs sampled per call (each with its own seed, so the result does not depend on threads)
+
+
+def check_processes(tokenizer: Tokenizer, dropout: float, world: int) -> None:
+    """Refuse sampling that differs between processes in a run of several: each rank would batch its own
+    segmentation, and the ranks' updates would not line up."""
+    if dropout > 0 and world > 1 and not tokenizer.same_sample_in_every_process:
+        raise ConfigError(f"--bpe-dropout with a {tokenizer.kind} model samples differently in each process; "
+                          "train it in one process, or prepare the data with a youtokentome model")
 
 
 @dataclass

@@ -50,6 +50,8 @@ class Tokenizer(Protocol):
     kind: str  # one of KINDS
     vocab_size: int  # specials included
     name: str  # the file or checkpoint it came from, for messages
+    # Whether `encode(..., dropout, seed)` gives the same sample in another process (a resume, another rank).
+    same_sample_in_every_process: bool
 
     def encode(self, lines: Sequence[str], side: str = "source", threads: int = -1, dropout: float = 0.0,
                seed: Seed = 0) -> list[list[int]]:

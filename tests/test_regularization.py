@@ -3,6 +3,7 @@ deterministic per (seed, epoch), decoding to the same text, and exact on resume.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -13,9 +14,13 @@ from conftest import prepare_sample, torch_threads
 
 from nmt import checkpoint
 from nmt.batching import collate
+from nmt.config import ModelConfig, TrainConfig
 from nmt.dataset import ParallelDataset, read_tokenizer
+from nmt.distributed import Comm
+from nmt.errors import ConfigError
 from nmt.regularization import Resegmenter, pack
 from nmt.train import train
+from nmt.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +134,37 @@ def test_training_with_bpe_dropout_resumes_exactly(data, tmp_path):
     without = checkpoint.load(train(data, tmp_path / "plain", preset="tiny", model_overrides=MODEL,
                                     train_overrides={**TRAIN, "bpe_dropout": 0.0, "max_updates": 24}).checkpoint)
     assert not all(torch.equal(v, without.weights[k]) for k, v in straight.weights.items())  # it did something
+
+
+@pytest.fixture(scope="module")
+def spm_data(tiny_spm, tiny_corpus, tmp_path_factory) -> Path:
+    from nmt.dataset import prepare
+
+    out = tmp_path_factory.mktemp("reg_spm") / "data"
+    prepare(tiny_spm, out, "en", "de", tiny_corpus / "train", tiny_corpus / "valid")
+    return out
+
+
+@pytest.mark.parametrize("world, expect", [(1, "note: sentencepiece samples"), (2, "train it in one process")])
+def test_sentencepiece_sampling_is_kept_to_one_process(spm_data, tmp_path, world, expect):
+    """SentencePiece samples differently in each process: ranks would batch different segmentations (their
+    updates would not line up), so more than one process is refused; one process gets a note about resuming."""
+    cfg = TrainConfig(**{**TRAIN, "max_updates": 1})
+    messages: list[str] = []
+    make = functools.partial(Trainer, spm_data, tmp_path / "run", ModelConfig(**MODEL, vocab_size=read_tokenizer(
+        spm_data).vocab_size), cfg, torch.device("cpu"), lambda p: p.message and messages.append(p.message),
+                             Comm(rank=0, world=world))
+    if world == 1:
+        make()
+        assert any(expect in m for m in messages)
+    else:
+        with pytest.raises(ConfigError, match=expect):
+            make()
+
+
+def test_several_processes_are_refused_before_they_start(spm_data, tmp_path, monkeypatch):
+    monkeypatch.setattr("nmt.train.spawn", lambda *a, **k: pytest.fail("spawned"))
+    with pytest.raises(ConfigError, match="--bpe-dropout with a sentencepiece model"):
+        train(spm_data, tmp_path / "run", preset="tiny", model_overrides=MODEL,
+              train_overrides={**TRAIN, "max_updates": 1}, nproc=2)
+    assert not list((tmp_path / "run").glob("*.pt"))
