@@ -26,12 +26,15 @@ from nmt.tokenizer import Tokenizer
 CHUNK = 2048  # pairs sampled per call (each with its own seed, so the result does not depend on threads)
 
 
-def check_processes(tokenizer: Tokenizer, dropout: float, world: int) -> None:
-    """Refuse sampling that differs between processes in a run of several: each rank would batch its own
-    segmentation, and the ranks' updates would not line up."""
-    if dropout > 0 and world > 1 and not tokenizer.same_sample_in_every_process:
+def check_processes(tokenizer: Tokenizer, dropout: float, world: int) -> bool:
+    """Whether this run's samples repeat only within its process (then a resume is not exact). Refuses such
+    sampling in a run of several processes: each rank would batch its own segmentation, and the ranks'
+    updates would not line up."""
+    per_process = dropout > 0 and not tokenizer.same_sample_in_every_process
+    if per_process and world > 1:
         raise ConfigError(f"--bpe-dropout with a {tokenizer.kind} model samples differently in each process; "
                           "train it in one process, or prepare the data with a youtokentome model")
+    return per_process
 
 
 @dataclass

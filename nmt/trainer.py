@@ -193,8 +193,7 @@ class Trainer:
             raise DataError(f"{data_dir}: the train split holds no pairs; check the filters of `nmt prepare`")
         self.identity = data_identity(data_dir)
         self.tokenizer = read_tokenizer(data_dir)
-        check_processes(self.tokenizer, train_cfg.bpe_dropout, self.comm.world)  # torchrun's ranks start here
-        if train_cfg.bpe_dropout > 0 and not self.tokenizer.same_sample_in_every_process:
+        if check_processes(self.tokenizer, train_cfg.bpe_dropout, self.comm.world):  # torchrun's ranks check here
             self.progress(Progress("train", message=f"note: {self.tokenizer.kind} samples --bpe-dropout's "
                                    "segmentations differently in each process, so a resumed run does not repeat an "
                                    "uninterrupted one exactly (youtokentome models do)"))

@@ -188,7 +188,6 @@ def test_sentencepiece_s_global_seed_is_not_disturbed_across_kinds(spm_model):
     assert bpe.encode(LINES * 5, dropout=0.3, seed=1) == a
 
 
-
 def test_the_promise_about_samples_in_other_processes_holds(data, tmp_path):
     """`same_sample_in_every_process` says what two fresh processes do with one seed (SentencePiece's
     generator is salted per process; a sentencepiece that stops salting would fail this until the flag flips)."""
