@@ -8,8 +8,9 @@ Run by hand (results go to docs/benchmarks-data.md):
 It learns a joint model of each kind from --train (youtokentome BPE, SentencePiece unigram and bpe, one
 thread each, in a temporary folder), then encodes every line of --text with each, in calls of --batch lines
 (as `nmt prepare` does), `threads=1`, at dropout 0 and --dropout; --rounds times, reporting the median and
-the best lines per second and the tokens per line. youtokentome's own (unseeded) `dropout_prob` is timed too,
-for reference: nmt does not use it (see nmt/bpe.py).
+the best lines per second and the tokens per line. The libraries' own samplers are timed too, for reference:
+youtokentome's `dropout_prob` and SentencePiece's `enable_sampling`. nmt does not use them: the first cannot
+be seeded, the second gives another sample in another process (see nmt/bpe.py, nmt/spm.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nmt.bpe import BpeTokenizer  # noqa: E402
 from nmt.files import read_lines  # noqa: E402
+from nmt.spm import SentencePieceTokenizer  # noqa: E402
 from nmt.tokenizer import train_tokenizer  # noqa: E402
 
 
@@ -75,6 +77,16 @@ def main() -> None:
                                  args.rounds)
         results.append({"tokenizer": "youtokentome's own dropout_prob (unseeded)", "dropout": args.dropout,
                         "median": statistics.median(speeds), "best": max(speeds), "tokens_per_line": per_line})
+        for kind in ("unigram", "bpe"):
+            sp = models[f"sentencepiece {kind}"]
+            assert isinstance(sp, SentencePieceTokenizer)
+            model = sp._models["source"]
+            speeds, per_line = timed(lambda b, s: model.encode(b, enable_sampling=True, alpha=args.dropout,
+                                                               nbest_size=-1, num_threads=1), lines, args.batch,
+                                     args.rounds)
+            results.append({"tokenizer": f"SentencePiece {kind}'s own sampling (salted per process)",
+                            "dropout": args.dropout, "median": statistics.median(speeds), "best": max(speeds),
+                            "tokens_per_line": per_line})
 
     print(f"{len(lines):,} lines of {args.text.name}, vocabulary {args.vocab_size}, one thread, "
           f"{args.rounds} rounds; {platform.processor() or platform.machine()}, Python {platform.python_version()}")

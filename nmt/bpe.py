@@ -7,8 +7,8 @@ Special token ids are youtokentome's defaults (PAD=0, UNK=1, BOS=2, EOS=3), defi
 nmt/vocab.py; the models this module trains and loads are checked to use them.
 
 `BpeTokenizer` is one of the `nmt.tokenizer.Tokenizer`s (the other is SentencePiece's, nmt/spm.py).
-Its subword regularisation (`encode(..., dropout=p, seed=s)`) is BPE-dropout run by `_Merges` in
-numpy over the model's merge table, seeded: youtokentome's own `dropout_prob` draws from one
+Its subword regularisation (`encode(..., dropout=p, seed=s)`) is BPE-dropout run by `nmt.segment.Merges`
+over the model's merge table, seeded: youtokentome's own `dropout_prob` draws from one
 process-wide generator that nothing can seed (a `std::mt19937` in its bpe.cpp), so a resumed
 training run could not draw the same segmentations again.
 """
@@ -22,7 +22,6 @@ import re
 import shutil
 import sys
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
@@ -34,6 +33,7 @@ from nmt.corpus import check_train_args, save_trained, training_text
 from nmt.errors import InputError, OutputError, os_error_message
 from nmt.files import check_output_file
 from nmt.progress import Progress, ProgressFn, ignore
+from nmt.segment import Merges, by_line, index_words
 from nmt.vocab import BOS, EOS, PAD, SPECIALS, UNK, cut_at_eos
 
 KIND = "youtokentome"
@@ -93,7 +93,6 @@ class BpeTokenizer:
     """
 
     kind = KIND
-    same_sample_in_every_process = True  # numpy's generator, seeded by the caller
 
     def __init__(self, model_bytes: bytes, name: str = "<bytes>") -> None:
         """Prefer `from_file` / `from_bytes`; `name` appears in error messages."""
@@ -101,7 +100,7 @@ class BpeTokenizer:
         self.model_bytes: bytes = model_bytes
         self.name = name
         self._models: dict[int, yttm.BPE] = {}  # per thread count: yttm fixes it at load time
-        self._merges: Optional[_Merges] = None  # parsed on the first encode with dropout
+        self._merges: Optional[_Rules] = None  # parsed on the first encode with dropout
         if self._model(-1).vocab_size() != self.vocab_size:
             raise InputError(
                 f"{name}: BPE model is corrupt (inconsistent ids); train it again with `nmt bpe`"
@@ -141,7 +140,7 @@ class BpeTokenizer:
         if dropout == 0.0:
             return self._model(threads).encode(list(lines))
         if self._merges is None:
-            self._merges = _Merges(self.model_bytes.decode("ascii"), self.vocab_size)
+            self._merges = _Rules(self.model_bytes.decode("ascii"), self.vocab_size)
         return self._merges.encode(list(lines), dropout, np.random.default_rng(seed))
 
     def decode(self, ids: Iterable[Iterable[int]], side: str = "target") -> list[str]:
@@ -176,14 +175,12 @@ def _check_side(side: str) -> None:
 _WORD_OR_END = re.compile("[^\t\n\v\f\r \u2581]+|\n")
 
 
-class _Merges:
-    """youtokentome's segmentation in numpy, with BPE-dropout: run over all the words of a batch at once.
+class _Rules:
+    """youtokentome's segmentation, as `nmt.segment.Merges` over the model's merge table.
 
     Per word: start from "▁" and its characters (a run of unknown characters is one UNK), then merge, one
     pair per step, the adjacent pair whose rule comes first in the model (leftmost on ties); that is
-    youtokentome's encoding, which `encode(..., p=0)` reproduces id for id. BPE-dropout (Provilkov et al.,
-    2020): at each step every applicable merge is skipped with probability p, the first one kept is made,
-    and the word is finished when all are skipped (p=1 gives characters).
+    youtokentome's encoding, which `encode(..., p=0)` reproduces id for id; p > 0 is BPE-dropout.
 
     youtokentome's own dropout differs in one respect: queue entries gone stale by earlier merges also
     draw, and one that is "kept" makes it draw again for all, so its words stop later (on Multi30k at
@@ -198,25 +195,8 @@ class _Merges:
         rules = np.array([line.split() for line in lines[1 + n_chars : 1 + n_chars + n_rules]],
                          dtype=np.int64).reshape(-1, 3)
         self.unknown = vocab_size  # a run of unknown characters: never part of a rule, UNK in the output
-        self.base = vocab_size + 1
-        codes = rules[:, 0] * self.base + rules[:, 1]
-        # Rules sorted by pair code for searchsorted; a pair listed twice takes its later rule, as in yttm.
-        order = np.lexsort((-np.arange(len(codes)), codes))
-        codes = codes[order]
-        first = np.ones(len(codes), bool)
-        first[1:] = codes[1:] != codes[:-1]
-        self.codes = codes[first]
-        self.rank = order[first]  # priority: the rule's line in the model
-        self.merged = rules[order[first], 2].astype(np.int32)
-
-    def _rules(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """(N,) int32: for each pair (left, right), its row in `codes`, or -1 when no rule merges it."""
-        if not len(self.codes):
-            return np.full(len(left), -1, np.int32)
-        code = left.astype(np.int64) * self.base + right
-        j = np.searchsorted(self.codes, code)
-        np.minimum(j, len(self.codes) - 1, out=j)
-        return np.where(self.codes[j] == code, j, -1).astype(np.int32)
+        # A pair listed twice takes its later rule, as in yttm; priority: the rule's line in the model.
+        self.merges = Merges(rules[:, 0], rules[:, 1], rules[:, 2], np.arange(len(rules)), vocab_size + 1)
 
     def _word_ids(self, word: str) -> list[int]:
         ids = [self.space]
@@ -228,89 +208,10 @@ class _Merges:
 
     def encode(self, lines: list[str], p: float, rng: np.random.Generator) -> list[list[int]]:
         """Ids of each line; the random draws follow the lines' order, so they are the same for the same seed."""
-        text = "\n".join(lines)
-        if text.count("\n") != len(lines) - 1:  # a line holding a newline: whitespace inside it
-            text = "\n".join(line.replace("\n", " ") for line in lines)
-        index: defaultdict[str, int] = defaultdict()
-        index.default_factory = index.__len__  # each new word gets the next number
-        index["\n"]  # number 0: the end of a line
-        found = np.fromiter(map(index.__getitem__, _WORD_OR_END.findall(text)), np.int64)
-        is_end = found == 0
-        occ_line = np.cumsum(is_end)[~is_end]  # (W,) line of each word occurrence
-        occ = found[~is_end] - 1  # (W,) number of each occurrence's word
-        if not len(occ):
-            return [[] for _ in lines]
-
-        # Every distinct word's starting ids, back to back, with the rule of each pair (-1: none, or the end of a word).
-        words = [self._word_ids(w) for w in list(index)[1:]]
-        word_len = np.fromiter(map(len, words), np.int64, len(words))
-        word_start = np.cumsum(word_len) - word_len
-        chars = np.fromiter((i for w in words for i in w), np.int32, int(word_len.sum()))
-        rule = np.full(len(chars), -1, np.int32)
-        rule[:-1] = self._rules(chars[:-1], chars[1:])
-        rule[word_start + word_len - 1] = -1
-
-        # Without dropout every occurrence of a word splits alike: segment each distinct word once.
-        units = np.arange(len(words)) if p == 0 else occ
-        n = word_len[units]
-        gather = np.repeat(word_start[units] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-        tok, pair, unit = chars[gather], rule[gather], np.repeat(np.arange(len(units), dtype=np.int32), n)
-        out_tok, out_unit = self._merge(tok, pair, unit, len(units), p, rng)
-
-        order = np.argsort(out_unit, kind="stable")  # each unit's tokens together, in order
-        out_tok, out_unit = out_tok[order], out_unit[order]
-        out_tok[out_tok == self.unknown] = UNK
-        per_unit = np.bincount(out_unit, minlength=len(units))
-        if p == 0:  # from distinct words back to occurrences
-            first = np.cumsum(per_unit) - per_unit
-            per_unit = per_unit[occ]
-            out_tok = out_tok[np.repeat(first[occ] - (np.cumsum(per_unit) - per_unit), per_unit)
-                              + np.arange(int(per_unit.sum()))]
-        per_line = np.bincount(occ_line, weights=per_unit, minlength=len(lines)).astype(np.int64)
-        ends = np.cumsum(per_line).tolist()
-        flat = out_tok.tolist()
-        return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
-
-    def _merge(self, tok: np.ndarray, pair: np.ndarray, unit: np.ndarray, n_units: int, p: float,
-               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Merge every unit (word) to the end: one merge per unit and step. `tok`, `pair`, `unit` are (T,):
-        the tokens of all units back to back, the rule row of each token and the next (-1: none), and the
-        unit of each token. Returns the final tokens and their units, grouped by the step they finished in."""
-        done_tok, done_unit = [], []
-        while len(tok):
-            size = len(tok)
-            cand = np.flatnonzero(pair >= 0)
-            if p > 0:
-                cand = cand[rng.random(len(cand)) >= p]
-            merging = np.zeros(n_units, bool)
-            keep = np.ones(size, bool)
-            chosen = cand[:0]
-            if len(cand):
-                cu = unit[cand]
-                starts = np.flatnonzero(np.r_[True, cu[1:] != cu[:-1]])
-                # Per unit, the candidate whose rule comes first, then the leftmost: one key, one reduceat.
-                key = self.rank[pair[cand]] * size + cand
-                chosen = np.minimum.reduceat(key, starts) % size
-                tok[chosen] = self.merged[pair[chosen]]
-                keep[chosen + 1] = False
-                merging[cu[starts]] = True
-            live = merging[unit]  # a unit that merged nothing this step is finished
-            finished = ~live & keep
-            done_tok.append(tok[finished])
-            done_unit.append(unit[finished])
-            live &= keep
-            moved_to = np.cumsum(live) - 1
-            tok, pair, unit = tok[live], pair[live], unit[live]
-            if len(chosen):  # the pairs on either side of each merged token are new
-                c = moved_to[chosen]
-                after = np.minimum(c + 1, len(tok) - 1)
-                right = c[(c + 1 < len(tok)) & (unit[after] == unit[c])]
-                pair[c] = -1
-                pair[right] = self._rules(tok[right], tok[right + 1])
-                left = c[c > 0]
-                left = left[unit[left - 1] == unit[left]] - 1
-                pair[left] = self._rules(tok[left], tok[left + 1])
-        return np.concatenate(done_tok), np.concatenate(done_unit)
+        words, occ, occ_line = index_words(lines, _WORD_OR_END)
+        tokens, per_occ = self.merges.segment([self._word_ids(w) for w in words], occ, p, rng)
+        tokens[tokens == self.unknown] = UNK
+        return by_line(tokens, per_occ, occ_line, len(lines))
 
 
 def _flush_c_stdio() -> None:

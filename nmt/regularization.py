@@ -1,8 +1,7 @@
 """Subword regularisation during training: every epoch the training split gets a fresh, sampled
 segmentation of its text (BPE-dropout, Provilkov et al. 2020, for BPE models; SentencePiece's sampling,
-Kudo 2018, for unigram models), the same for the same seed and epoch, so that a resumed run sees what it
-would have seen (a tokenizer whose samples differ between processes, as SentencePiece's do, keeps that only
-within one process: see `check_processes`). Validation and test are never regularised.
+Kudo 2018, for unigram models), the same for the same seed and epoch in any process, so that a resumed run
+sees what it would have seen and every rank samples alike. Validation and test are never regularised.
 
 A prepared store holds ids, not text: the text is the store's ids decoded once by the run's tokenizer (the
 text `prepare` encoded, as the tokenizer normalises it). The sampled ids go into an in-memory copy of the
@@ -20,21 +19,16 @@ from typing import Optional
 import numpy as np
 
 from nmt.dataset import ParallelDataset, interleave_pairs, pair_offsets
-from nmt.errors import ConfigError
 from nmt.tokenizer import Tokenizer
 
 CHUNK = 2048  # pairs sampled per call (each with its own seed, so the result does not depend on threads)
 
 
-def check_processes(tokenizer: Tokenizer, dropout: float, world: int) -> bool:
-    """Whether this run's samples repeat only within its process (then a resume is not exact). Refuses such
-    sampling in a run of several processes: each rank would batch its own segmentation, and the ranks'
-    updates would not line up."""
-    per_process = dropout > 0 and not tokenizer.same_sample_in_every_process
-    if per_process and world > 1:
-        raise ConfigError(f"--bpe-dropout with a {tokenizer.kind} model samples differently in each process; "
-                          "train it in one process, or prepare the data with a youtokentome model")
-    return per_process
+def check_sampling(tokenizer: Tokenizer, dropout: float) -> None:
+    """Raise the tokenizer's error now, at the start, if it cannot sample (say a SentencePiece word model)."""
+    if dropout > 0:
+        for side in ("source", "target"):
+            tokenizer.encode(["a"], side, dropout=dropout)
 
 
 @dataclass
@@ -64,6 +58,7 @@ class Resegmenter:
     """
 
     def __init__(self, data: ParallelDataset, tokenizer: Tokenizer, dropout: float, seed: int, max_len: int):
+        check_sampling(tokenizer, dropout)
         self.data, self.tokenizer, self.dropout, self.seed, self.max_len = data, tokenizer, dropout, seed, max_len
         self._texts: Optional[tuple[list[str], list[str]]] = None
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nmt-resegment")

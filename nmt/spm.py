@@ -9,7 +9,8 @@ and back, as transformers' MarianTokenizer does: a piece its model does not know
 source model never saw, or a target piece of the source model's) is looked up by its text, and decodes to it.
 
 SentencePiece normalises text (NFKC, runs of spaces to one), so decoding gives the normalised text.
-Subword regularisation is SentencePiece's sampling, seeded: see `SentencePieceTokenizer.encode`.
+Subword regularisation samples as SentencePiece does, but from a numpy generator the caller seeds (nmt.segment),
+since SentencePiece's own sampler gives another sample in another process: see `SentencePieceTokenizer.encode`.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from __future__ import annotations
 import io
 import os
 import re
-import threading
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, Union
+from typing import Iterable, Iterator, Optional, Sequence, Union, cast
 
 import numpy as np
 import sentencepiece as spm
@@ -29,6 +29,7 @@ from nmt.corpus import check_train_args, save_trained, training_text
 from nmt.errors import InputError
 from nmt.files import check_output_file
 from nmt.progress import Progress, ProgressFn, ignore
+from nmt.segment import CACHED_WORDS, Merges, Unigram, by_line, index_words
 from nmt.vocab import BOS, EOS, PAD, UNK, cut_at_eos
 
 KIND = "sentencepiece"
@@ -36,10 +37,10 @@ MODEL_TYPES = ("unigram", "bpe")
 Seed = Union[int, Sequence[int]]
 # SentencePiece skips longer training lines (its default is 4192 bytes); youtokentome learns from every line.
 _MAX_LINE_BYTES = 1 << 20
-# SentencePiece seeds each new worker thread's generator from one process-wide seed: a second thread that
-# sets it between our seeding and our worker's first draw changes our sample (measured: 12 of 50 samples
-# differed with another thread sampling), so seeding and sampling happen under one lock.
-_SAMPLING = threading.Lock()
+SPACE = "\u2581"
+# A normalised line's words for sampling: each starts at "▁" (what comes before the first one is a word too).
+_WORD_OR_END = re.compile(f"{SPACE}[^{SPACE}\n]*|[^{SPACE}\n]+|\n")
+_LINE_OR_END = re.compile("[^\n]+|\n")  # for a model whose pieces span words: a line is one word
 
 
 # SentencePiece's messages start with where its check failed: "INTERNAL: src/x.cc(638) [condition] ".
@@ -72,9 +73,6 @@ class SentencePieceTokenizer:
     """
 
     kind = KIND
-    # sentencepiece 0.2.3 draws from absl::BitGen, which mixes a per-process salt into every seed: the same seed
-    # gives another sample in another process (measured: 3 processes, 3 samples; within one process, the same).
-    same_sample_in_every_process = False
 
     def __init__(self, source: bytes, target: Optional[bytes] = None, pieces: Optional[list[str]] = None,
                  name: str = "<bytes>") -> None:
@@ -83,6 +81,7 @@ class SentencePieceTokenizer:
         source_model = _load(source, name)
         target_model = source_model if target is None else _load(target, name, "SentencePiece target model")
         self._models = {"source": source_model, "target": target_model}
+        self._samplers: dict[str, _Sampler] = {}  # per side, made on the first encode with dropout
         self._index: dict[str, int] = {}  # with a table: the nmt id of each piece
         if pieces is None:
             if target is not None:
@@ -117,32 +116,30 @@ class SentencePieceTokenizer:
                seed: Seed = 0) -> list[list[int]]:
         """Subword ids of each line, without BOS/EOS; -1 threads means all cores.
 
-        `dropout` > 0: SentencePiece's sampling with its `alpha` = `dropout` (and `nbest_size=-1`): for a
-        BPE model that is BPE-dropout with this probability; for a unigram model, a sample from all
-        segmentations with the model's probabilities raised to alpha (1: as the model has them; smaller:
-        flatter, more varied). Drawn on one thread, from a generator seeded by `seed` at each call, so the
-        same lines, `dropout` and `seed` give the same ids. That seed is SentencePiece's process-wide one, so
-        threads that sample take turns (a lock); encoding without dropout runs on `threads` threads at once.
+        `dropout` > 0: a sampled segmentation, as SentencePiece's own sampling with `alpha` = `dropout` (and
+        `nbest_size=-1`) draws it: for a unigram model, a segmentation drawn from all of them with the model's
+        probabilities raised to alpha (1: as the model has them; smaller: flatter, more varied); for a BPE model,
+        BPE-dropout with this probability (the paper's, as for youtokentome models: a skipped merge may be made
+        at a later step; SentencePiece's own drops it for good). Drawn by nmt.segment from a numpy generator
+        seeded by `seed`, so the same lines, `dropout` and `seed` give the same ids in any process and thread.
         """
         model = self._model(side)
         check_range("dropout", dropout, 0.0, 1.0, high_open=True)
         lines = list(lines)
-        # With a table, as pieces (an unknown stretch of text comes as itself, not as the unk piece), looked up in it.
-        out_type = str if self.table is not None else int
         if dropout == 0.0:
+            # With a table, as pieces (an unknown stretch of text comes as itself, not as UNK), looked up in it.
             threads = threads if threads > 0 else (os.cpu_count() or 1)
-            found = model.encode(lines, out_type=out_type, num_threads=threads)
-        else:
-            # Each call's workers start their generators from the seed (a second call without a new seed
-            # repeats the first), and one worker draws for the lines in their order.
-            with _SAMPLING:
-                spm.set_random_generator_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
-                found = model.encode(lines, out_type=out_type, enable_sampling=True, alpha=dropout, nbest_size=-1,
-                                     num_threads=1)
+            found = model.encode(lines, out_type=str if self.table is not None else int, num_threads=threads)
+            return found if self.table is None else [[self._index.get(p, UNK) for p in seq] for seq in found]
+        if side not in self._samplers:
+            data = self.source_bytes if side == "source" or self.target_bytes is None else self.target_bytes
+            self._samplers[side] = _Sampler(model, data, self.name)
+        sampled = self._samplers[side].encode(lines, dropout, np.random.default_rng(seed), self.table is not None)
         if self.table is None:
-            return found
+            return sampled  # type: ignore[return-value]  # ints only, without `unknown_as_text`
         index = self._index
-        return [[index.get(p, UNK) for p in seq] for seq in found]
+        piece = model.id_to_piece
+        return [[index.get(t if isinstance(t, str) else piece(t), UNK) for t in seq] for seq in sampled]
 
     def decode(self, ids: Iterable[Iterable[int]], side: str = "target") -> list[str]:
         """Text of each id sequence: stops at the first EOS and skips PAD and BOS (UNK reads " ⁇ ").
@@ -195,6 +192,157 @@ def _check_table(pieces: object, name: str) -> None:
         raise InputError(f"{name}: the table of pieces holds only {len(pieces)} entries; the tokenizer data is damaged")
     if len(set(pieces)) != len(pieces):
         raise InputError(f"{name}: the table of pieces names a piece twice; the tokenizer data is damaged")
+
+
+# ModelProto (sentencepiece_model.proto), read for what sampling needs. sentencepiece ships a generated
+# module for it, but that one demands the protobuf runtime it was generated with (7.36 for sentencepiece 0.2.3):
+# too tight a pin for a toolkit installed beside others, for two fields of protobuf's wire format.
+_NORMAL, _USER_DEFINED, _BYTE = 1, 4, 6  # SentencePiece.Type
+_UNIGRAM, _BPE = 1, 2  # TrainerSpec.ModelType
+_FLT_MIN = 1.1754943508222875e-38  # SentencePiece starts its highest score there (C's FLT_MIN, positive)
+_UNKNOWN_PENALTY = 10.0  # an unknown character scores the lowest score less this (SentencePiece's kUnkPenalty)
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, Union[int, bytes]]]:
+    """(field number, value) of each field of one protobuf message: varints as ints, the rest as bytes."""
+    def varint(i: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            b = data[i]
+            value |= (b & 0x7F) << shift
+            i, shift = i + 1, shift + 7
+            if b < 0x80:
+                return value, i
+
+    i = 0
+    while i < len(data):
+        key, i = varint(i)
+        wire = key & 7
+        if wire == 0:
+            value, i = varint(i)
+            yield key >> 3, value
+            continue
+        if wire == 2:
+            size, i = varint(i)
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        yield key >> 3, data[i : i + size]
+        i += size
+
+
+def _model_facts(data: bytes) -> tuple[int, list[int]]:
+    """The model type and the type of each piece, from a serialised ModelProto."""
+    model_type, types = _UNIGRAM, []
+    for field, value in _fields(data):
+        if field == 1 and isinstance(value, bytes):  # a piece: its field 3 is the type
+            types.append(next((int(v) for f, v in _fields(value) if f == 3), _NORMAL))
+        elif field == 2 and isinstance(value, bytes):  # the TrainerSpec: its field 3 is the model type
+            model_type = next((int(v) for f, v in _fields(value) if f == 3), _UNIGRAM)
+    return model_type, types
+
+
+class _Sampler:
+    """One SentencePiece model's sampled segmentations, drawn by nmt.segment (see `SentencePieceTokenizer.encode`).
+
+    As SentencePiece: the text is normalised by the model, a unigram model samples its lattice (an unknown
+    character scores the lowest piece's score less 10, a user-defined piece its length times the highest less
+    0.1), a BPE model merges characters, user-defined pieces kept whole, and a run of unknown characters is one
+    unknown piece, or its bytes where the model has byte pieces. Not reproduced: a BPE model's unused pieces
+    (SentencePiece splits them again after merging; here they are never merged).
+    """
+
+    def __init__(self, model: spm.SentencePieceProcessor, data: bytes, name: str) -> None:
+        try:
+            model_type, types = _model_facts(data)
+        except (IndexError, ValueError):
+            types = []
+        self.model, self.size = model, model.get_piece_size()
+        if len(types) != self.size:
+            raise InputError(f"{name}: the SentencePiece model's pieces could not be read for sampling; the model "
+                             "is damaged: train it again with `nmt bpe --kind sentencepiece`")
+        if model_type not in (_UNIGRAM, _BPE):
+            raise InputError(f"{name}: --bpe-dropout needs a unigram or BPE SentencePiece model (this one is a "
+                             "word or character model); train one with `nmt bpe --kind sentencepiece`")
+        pieces = model.id_to_piece(list(range(self.size)))
+        scores = [model.get_score(i) for i in range(self.size)]
+        text = {p: i for i, (p, t) in enumerate(zip(pieces, types)) if t in (_NORMAL, _USER_DEFINED)}
+        self.user_defined = sorted((p for p in text if types[text[p]] == _USER_DEFINED), key=len, reverse=True)
+        self.bytes = ([model.piece_to_id(f"<0x{b:02X}>") for b in range(256)] if _BYTE in types else None)
+        # Pieces that hold "▁" after their start span words (a model trained without splitting at spaces).
+        self.word_or_end = _LINE_OR_END if any(SPACE in p[1:] for p in text) else _WORD_OR_END
+        normal = [scores[i] for i, t in enumerate(types) if t == _NORMAL] or [0.0]
+        self.unigram: Optional[Unigram] = None
+        self.merges: Optional[Merges] = None
+        self._symbols: dict[str, list[int]] = {}
+        if model_type == _UNIGRAM:
+            top = max(max(normal), _FLT_MIN)
+            self.unigram = Unigram({p: (i, len(p) * top - 0.1 if types[i] == _USER_DEFINED else scores[i])
+                                    for p, i in text.items()}, min(normal) - _UNKNOWN_PENALTY, self.size)
+        else:
+            # Merging two adjacent pieces makes the piece they spell, the one with the highest score first.
+            ids = {p: i for p, i in text.items() if types[i] == _NORMAL}
+            rules = [(ids[p[:k]], ids[p[k:]], i) for p, i in ids.items() for k in range(1, len(p))
+                     if p[:k] in ids and p[k:] in ids]
+            table = np.array(rules, np.int64).reshape(-1, 3)
+            rank = np.unique(-np.array(scores)[table[:, 2]], return_inverse=True)[1] if len(table) else table[:, 2]
+            self.char_id = ids
+            self.merges = Merges(table[:, 0], table[:, 1], table[:, 2], rank, self.size + 0x110000)
+
+    def unknown(self, char: str) -> int:
+        """The id that stands for an unknown character (above every piece's)."""
+        return self.size + ord(char)
+
+    def _start(self, word: str) -> list[int]:
+        """A BPE word's starting symbols: user-defined pieces (the longest first) and characters."""
+        found = self._symbols.get(word)
+        if found is None:
+            if len(self._symbols) > CACHED_WORDS:
+                self._symbols = {}
+            found, i = [], 0
+            while i < len(word):
+                user = next((p for p in self.user_defined if word.startswith(p, i)), None)
+                step = len(user) if user else 1
+                found.append(self.char_id.get(word[i : i + step], self.unknown(word[i])) if not user
+                             else self.model.piece_to_id(user))
+                i += step
+            self._symbols[word] = found
+        return found
+
+    def encode(self, lines: list[str], alpha: float, rng: np.random.Generator,
+               unknown_as_text: bool = False) -> list[list[Union[int, str]]]:
+        """Sampled ids of each line; a run of unknown characters is UNK (or its bytes' pieces), or with
+        `unknown_as_text` its text."""
+        normalized = self.model.normalize(lines) if lines else []
+        words, occ, occ_line = index_words(normalized, self.word_or_end)
+        if self.unigram is not None:
+            tokens, per_occ = self.unigram.segment(words, occ, alpha, rng)
+        else:
+            assert self.merges is not None
+            tokens, per_occ = self.merges.segment([self._start(w) for w in words], occ, alpha, rng)
+        ids = by_line(tokens, per_occ, occ_line, len(lines))
+        if not (tokens >= self.size).any():
+            return cast(list[list[Union[int, str]]], ids)
+        return [self._known(seq, unknown_as_text) if seq and max(seq) >= self.size
+                else cast(list[Union[int, str]], seq) for seq in ids]
+
+    def _known(self, seq: list[int], unknown_as_text: bool) -> list[Union[int, str]]:
+        """`seq` with each run of unknown characters as one UNK, its bytes' pieces, or its text."""
+        out: list[Union[int, str]] = []
+        run = ""
+        for t in seq + [0]:
+            if t >= self.size:
+                run += chr(t - self.size)
+                continue
+            if run:
+                if self.bytes is not None:
+                    out += [self.bytes[b] for b in run.encode("utf-8")]
+                else:
+                    out.append(run if unknown_as_text else UNK)
+                run = ""
+            out.append(t)
+        return out[:-1]
 
 
 class _Feed:

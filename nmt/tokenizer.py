@@ -50,13 +50,12 @@ class Tokenizer(Protocol):
     kind: str  # one of KINDS
     vocab_size: int  # specials included
     name: str  # the file or checkpoint it came from, for messages
-    # Whether `encode(..., dropout, seed)` gives the same sample in another process (a resume, another rank).
-    same_sample_in_every_process: bool
 
     def encode(self, lines: Sequence[str], side: str = "source", threads: int = -1, dropout: float = 0.0,
                seed: Seed = 0) -> list[list[int]]:
         """Ids of each line of `side` ("source" or "target"), without BOS/EOS. `dropout` > 0 samples a
-        segmentation (subword regularisation, for training), the same for the same lines and `seed`."""
+        segmentation (subword regularisation, for training), the same for the same lines and `seed` in any
+        process."""
         ...
 
     def decode(self, ids: Iterable[Iterable[int]], side: str = "target") -> list[str]:

@@ -22,7 +22,7 @@ from nmt.errors import ConfigError, TrainingInterrupted
 from nmt.files import LOCK_NAME, folder_lock, remove_stale_temporaries, same_file
 from nmt.identity import DataIdentity
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.regularization import check_processes
+from nmt.regularization import check_sampling
 from nmt.trainer import Trainer, TrainResult
 
 ModelOverrides = Union[Overrides[ModelConfig], Mapping[str, Any], None]
@@ -218,7 +218,7 @@ def launch(job: TrainJob, world: int, use_cuda: bool, progress: ProgressFn) -> T
     """Plan `job` and train it in this process, or in `world` spawned workers."""
     job = replace(job.planned(progress), use_cuda=use_cuda, world=world)  # config errors surface before any spawn
     if world > 1 and job.train_cfg is not None:  # before the spawn: a worker's error comes with torch's noise
-        check_processes(read_tokenizer(job.data_dir), job.train_cfg.bpe_dropout, world)
+        check_sampling(read_tokenizer(job.data_dir), job.train_cfg.bpe_dropout)
     if world == 1:
         return run_rank(0, None, progress, StopSignal(), job)
     try:

@@ -37,7 +37,7 @@ from nmt.files import atomic_write
 from nmt.loss import Workspace, label_smoothed_loss, projected_loss
 from nmt.model import Transformer, count_parameters
 from nmt.progress import Progress, ProgressFn, ignore
-from nmt.regularization import Resegmenter, check_processes
+from nmt.regularization import Resegmenter
 from nmt.timing import training_timing
 from nmt.validation import Validator
 
@@ -193,10 +193,6 @@ class Trainer:
             raise DataError(f"{data_dir}: the train split holds no pairs; check the filters of `nmt prepare`")
         self.identity = data_identity(data_dir)
         self.tokenizer = read_tokenizer(data_dir)
-        if check_processes(self.tokenizer, train_cfg.bpe_dropout, self.comm.world):  # torchrun's ranks check here
-            self.progress(Progress("train", message=f"note: {self.tokenizer.kind} samples --bpe-dropout's "
-                                   "segmentations differently in each process, so a resumed run does not repeat an "
-                                   "uninterrupted one exactly (youtokentome models do)"))
         self.resegmenter = (Resegmenter(self.train_data, self.tokenizer, train_cfg.bpe_dropout, train_cfg.seed,
                                         model_cfg.max_positions - 1) if train_cfg.bpe_dropout > 0 else None)
         self.validator = Validator(data_dir, self.tokenizer, model_cfg.max_positions, train_cfg.max_tokens,

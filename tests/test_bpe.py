@@ -197,12 +197,12 @@ ODD_LINES = ["", "   ", "  leading and trailing  ", "tabs\tand\vfeeds\fand\rretu
 @pytest.mark.parametrize("size", [300, 1000])
 def test_dropout_zero_is_youtokentome_s_encoding(size):
     """The numpy segmentation that BPE-dropout runs reproduces youtokentome's ids exactly when nothing drops."""
-    from nmt.bpe import _Merges
+    from nmt.bpe import _Rules
 
     tok = BpeTokenizer.from_file(BPE_MODELS[size])
     lines = [line for lang in ("en", "de") for line in (SAMPLE_DIR / f"train.{lang}").read_text("utf-8").splitlines()]
     lines += ODD_LINES
-    merges = _Merges(tok.model_bytes.decode("ascii"), tok.vocab_size)
+    merges = _Rules(tok.model_bytes.decode("ascii"), tok.vocab_size)
     assert merges.encode(lines, 0.0, np.random.default_rng(0)) == tok.encode(lines, threads=1)
 
 

@@ -3,7 +3,8 @@ deterministic per (seed, epoch), decoding to the same text, and exact on resume.
 
 from __future__ import annotations
 
-import functools
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,13 +15,10 @@ from conftest import prepare_sample, torch_threads
 
 from nmt import checkpoint
 from nmt.batching import collate
-from nmt.config import ModelConfig, TrainConfig
 from nmt.dataset import ParallelDataset, read_tokenizer
-from nmt.distributed import Comm
-from nmt.errors import ConfigError
+from nmt.errors import InputError
 from nmt.regularization import Resegmenter, pack
 from nmt.train import train
-from nmt.trainer import Trainer
 
 
 @pytest.fixture(scope="module")
@@ -145,26 +143,38 @@ def spm_data(tiny_spm, tiny_corpus, tmp_path_factory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("world, expect", [(1, "note: sentencepiece samples"), (2, "train it in one process")])
-def test_sentencepiece_sampling_is_kept_to_one_process(spm_data, tmp_path, world, expect):
-    """SentencePiece samples differently in each process: ranks would batch different segmentations (their
-    updates would not line up), so more than one process is refused; one process gets a note about resuming."""
-    cfg = TrainConfig(**{**TRAIN, "max_updates": 1})
-    messages: list[str] = []
-    make = functools.partial(Trainer, spm_data, tmp_path / "run", ModelConfig(**MODEL, vocab_size=read_tokenizer(
-        spm_data).vocab_size), cfg, torch.device("cpu"), lambda p: p.message and messages.append(p.message),
-                             Comm(rank=0, world=world))
-    if world == 1:
-        make()
-        assert any(expect in m for m in messages)
-    else:
-        with pytest.raises(ConfigError, match=expect):
-            make()
+def test_training_with_sentencepiece_sampling_resumes_exactly(spm_data, tmp_path):
+    """As with youtokentome: the resumed part runs in a fresh process, which samples the epoch again
+    (SentencePiece's own sampler would draw another sample there), and ends where an uninterrupted run does."""
+    straight = run(spm_data, tmp_path / "straight", 16)
+    run(spm_data, tmp_path / "stopped", 4)
+    code = ("import sys; sys.path.insert(0, sys.argv[3]); from pathlib import Path; from test_regularization import run; "
+            "run(Path(sys.argv[1]), Path(sys.argv[2]), 16)")
+    subprocess.run([sys.executable, "-c", code, str(spm_data), str(tmp_path / "stopped"), str(Path(__file__).parent)],
+                   check=True, timeout=300, capture_output=True)
+    resumed = checkpoint.load(checkpoint.latest(tmp_path / "stopped"))
+    assert resumed.state.updates == straight.state.updates == 16
+    assert all(torch.equal(v, resumed.weights[k]) for k, v in straight.weights.items())
 
 
-def test_several_processes_are_refused_before_they_start(spm_data, tmp_path, monkeypatch):
+def test_a_tokenizer_that_cannot_sample_stops_the_start(tmp_path, monkeypatch):
+    """A SentencePiece word model has no sampling: the error comes before training (and before any spawn)."""
+    import sentencepiece as spm
+
+    from nmt.dataset import prepare
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = {"en": ["a man rides a bike", "two dogs play"] * 30, "de": ["ein mann fährt rad", "zwei hunde spielen"] * 30}
+    for split in ("train", "valid"):
+        for lang, text in lines.items():
+            (corpus / f"{split}.{lang}").write_text("\n".join(text) + "\n", "utf-8")
+    spm.SentencePieceTrainer.train(input=[str(corpus / "train.en"), str(corpus / "train.de")], model_type="word",
+                                   model_prefix=str(tmp_path / "word"), vocab_size=14, pad_id=0, unk_id=1, bos_id=2,
+                                   eos_id=3, minloglevel=2)
+    prepare(tmp_path / "word.model", tmp_path / "data", "en", "de", corpus / "train", corpus / "valid")
     monkeypatch.setattr("nmt.train.spawn", lambda *a, **k: pytest.fail("spawned"))
-    with pytest.raises(ConfigError, match="--bpe-dropout with a sentencepiece model"):
-        train(spm_data, tmp_path / "run", preset="tiny", model_overrides=MODEL,
-              train_overrides={**TRAIN, "max_updates": 1}, nproc=2)
-    assert not list((tmp_path / "run").glob("*.pt"))
+    for nproc in (1, 2):
+        with pytest.raises(InputError, match="--bpe-dropout needs a unigram or BPE SentencePiece model"):
+            train(tmp_path / "data", tmp_path / "run", preset="tiny", model_overrides=MODEL,
+                  train_overrides={**TRAIN, "max_updates": 1}, nproc=nproc)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sentencepiece as sp_lib
-from conftest import TINY_TRAIN, toy_corpus
+from conftest import SAMPLE_DIR, TINY_TRAIN, toy_corpus
 
 from nmt.errors import ConfigError, InputError
 from nmt.spm import SentencePieceTokenizer, train_sentencepiece
@@ -163,8 +165,8 @@ def test_sampling_is_seeded_and_valid(tokenizer, corpus):
     lines = corpus[2][:100]
     plain = tokenizer.encode(lines)
     a = tokenizer.encode(lines, dropout=0.3, seed=(1, 0))
-    tokenizer.encode(lines[:10], dropout=0.3, seed=5)  # another call between: SentencePiece's generator is reseeded
-    b = tokenizer.encode(lines, dropout=0.3, seed=(1, 0), threads=4)  # sampling always runs on one thread
+    tokenizer.encode(lines[:10], dropout=0.3, seed=5)  # another call between changes nothing
+    b = tokenizer.encode(lines, dropout=0.3, seed=(1, 0), threads=4)
     c = tokenizer.encode(lines, dropout=0.3, seed=(1, 1))
     assert a == b and a != c and a != plain
     assert tokenizer.decode(a) == tokenizer.decode(c) == lines  # every sample spells the text
@@ -172,8 +174,8 @@ def test_sampling_is_seeded_and_valid(tokenizer, corpus):
 
 
 def test_threads_sampling_at_once_get_their_own_seeds(tokenizer, corpus):
-    """SentencePiece's seed is process-wide: without nmt's lock a second thread reseeds it under the first
-    (12 of 50 samples differed when this was measured without it)."""
+    """Each call draws from its own generator (SentencePiece's own seed is process-wide: with its sampler, 12 of
+    50 samples differed while a second thread sampled)."""
     lines = corpus[2][:100]
     seeds = [(1, k) for k in range(4)]
     alone = [tokenizer.encode(lines, dropout=0.3, seed=seed) for seed in seeds]
@@ -193,6 +195,81 @@ def test_bpe_sampling_at_high_dropout_gives_characters(corpus, tmp_path):
     lines = corpus[2][:20]
     pieces = [tok.pieces(ids) for ids in tok.encode(lines, dropout=0.999, seed=1)]
     assert sum(len(p) for p in pieces) > 0.95 * sum(len(line.replace(" ", "")) + line.count(" ") + 1 for line in lines)
+
+
+# -- sampling in numpy, as SentencePiece samples -----------------------------------------------------
+
+ODD_LINES = ["", "   ", "  leading and trailing  ", "tabs\tand\vfeeds", "a\u2581b \u2581\u2581 c", "no\xa0break\u2003space",
+             "unknown €€ and ✓x✓ ✓", "line\nbreak", "x" * 300, "\x00\x1c", "ＡＢＣ ｶﾞ", "a<x>b <x><x>x"]
+
+
+@pytest.fixture(scope="module")
+def sample_lines() -> list[str]:
+    return [line for lang in ("en", "de") for line in (SAMPLE_DIR / f"train.{lang}").read_text("utf-8").splitlines()]
+
+
+def spm_model(lines: list[str], **options) -> SentencePieceTokenizer:
+    """A SentencePiece model with nmt's special ids and SentencePiece's `options` (byte_fallback, ...)."""
+    buffer = io.BytesIO()
+    sp_lib.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buffer, pad_id=PAD, unk_id=UNK,
+                                      bos_id=BOS, eos_id=EOS, minloglevel=2, hard_vocab_limit=False, num_threads=1,
+                                      **options)
+    return SentencePieceTokenizer(buffer.getvalue())
+
+
+OPTIONS = {"plain": {}, "bytes and a user-defined piece": {"byte_fallback": True, "user_defined_symbols": ["<x>"]}}
+
+
+@pytest.mark.parametrize("options", OPTIONS.values(), ids=OPTIONS.keys())
+def test_bpe_sampling_that_drops_nothing_is_sentencepiece_s_encoding(sample_lines, options):
+    """nmt's BPE merges over a SentencePiece BPE model give SentencePiece's ids, id for id, when no merge drops."""
+    from nmt.spm import _Sampler
+
+    tok = spm_model(sample_lines, model_type="bpe", vocab_size=600 if options else 300, **options)
+    lines = sample_lines[:3000] + ODD_LINES
+    sampler = _Sampler(tok._models["source"], tok.source_bytes, "m")
+    assert sampler.encode(lines, 0.0, np.random.default_rng(0)) == tok.encode(lines)
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+@pytest.mark.parametrize("options", OPTIONS.values(), ids=OPTIONS.keys())
+def test_samples_spell_the_text_unknown_characters_too(sample_lines, model_type, options):
+    """A sample decodes to what the plain encoding decodes to; a run of unknown characters is one UNK, or
+    its bytes' pieces where the model has them, as in SentencePiece's own encoding."""
+    tok = spm_model(sample_lines, model_type=model_type, vocab_size=600 if options else 300, **options)
+    lines = sample_lines[:500] + ODD_LINES
+    plain, sampled = tok.encode(lines), tok.encode(lines, dropout=0.3, seed=2)
+    assert tok.decode(sampled) == tok.decode(plain)
+    assert sampled != plain and sum(map(len, sampled)) > sum(map(len, plain))
+    assert [seq.count(UNK) for seq in sampled] == [seq.count(UNK) for seq in plain]
+    if options:
+        assert UNK not in {i for seq in sampled for i in seq}  # "€€", "✓x✓ ✓": five characters, five E2 bytes
+        assert tok.pieces(sampled[-6]).count("<0xE2>") == tok.pieces(plain[-6]).count("<0xE2>") == 5
+
+
+def test_unigram_samples_follow_the_model_s_distribution(sample_lines):
+    """Each segmentation of a word comes with probability proportional to exp(alpha * its score), the
+    distribution SentencePiece samples from: every segmentation is enumerated by SentencePiece's n-best. Tried
+    on the words where alpha matters most (a sampler that ignored it would be far off)."""
+    tok = spm_model(sample_lines, model_type="unigram", vocab_size=300)
+    model = tok._models["source"]
+    alpha, n = 0.1, 20000
+
+    def distribution(word: str, a: float) -> dict[tuple, float]:
+        found = [tuple(s) for s in model.nbest_encode_as_ids(word, nbest_size=512)]
+        weight = np.exp(a * np.array([sum(model.get_score(i) for i in s) for s in found]))
+        return dict(zip(found, weight / weight.sum())) if len(found) < 512 else {}  # 512: maybe not all
+
+    def distance(p: dict, q: dict) -> float:
+        return 0.5 * sum(abs(p.get(s, 0.0) - q.get(s, 0.0)) for s in p.keys() | q.keys())
+
+    words = sorted({w for line in sample_lines[:2000] for w in line.split()})
+    exact = {w: distribution(w, alpha) for w in words}
+    power = {w: distance(exact[w], distribution(w, 1.0)) for w in words if exact[w]}
+    for word in sorted(power, key=lambda w: (-power[w], w))[:3]:
+        drawn = Counter(map(tuple, tok.encode([word] * n, dropout=alpha, seed=3)))
+        assert set(drawn) <= set(exact[word])
+        assert distance(exact[word], {s: k / n for s, k in drawn.items()}) < 0.03 < power[word], word
 
 
 # -- two models, one vocabulary -----------------------------------------------------------------------
