@@ -103,9 +103,9 @@ class Merges:
 
         # Without dropout every occurrence of a word splits alike: segment each distinct word once.
         units = np.arange(len(words)) if p == 0 else occ
-        n = word_len[units]
-        gather = np.repeat(word_start[units] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-        tok, pair, unit = chars[gather], rule[gather], np.repeat(np.arange(len(units), dtype=np.int32), n)
+        gather = _expand(word_start, word_len, units)
+        unit = np.repeat(np.arange(len(units), dtype=np.int32), word_len[units])
+        tok, pair = chars[gather], rule[gather]
         out_tok, out_unit = self._merge(tok, pair, unit, len(units), p, rng)
 
         order = np.argsort(out_unit, kind="stable")  # each unit's tokens together, in order

@@ -303,10 +303,8 @@ class _Sampler:
             found, i = [], 0
             while i < len(word):
                 user = next((p for p in self.user_defined if word.startswith(p, i)), None)
-                step = len(user) if user else 1
-                found.append(self.char_id.get(word[i : i + step], self.unknown(word[i])) if not user
-                             else self.model.piece_to_id(user))
-                i += step
+                found.append(self.model.piece_to_id(user) if user else self.char_id.get(word[i], self.unknown(word[i])))
+                i += len(user) if user else 1
             self._symbols[word] = found
         return found
 

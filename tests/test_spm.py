@@ -220,6 +220,19 @@ def spm_model(lines: list[str], **options) -> SentencePieceTokenizer:
 OPTIONS = {"plain": {}, "bytes and a user-defined piece": {"byte_fallback": True, "user_defined_symbols": ["<x>"]}}
 
 
+@pytest.mark.parametrize("data", [b"", b"\xff\xff\xff", "another model"])
+def test_pieces_that_cannot_be_read_for_sampling_are_one_error(sample_lines, data):
+    """The sampler reads each piece's type from the model's bytes: bytes that do not parse, or that list other
+    pieces than the loaded model has, are an InputError naming the model, not a traceback or a wrong sample."""
+    from nmt.spm import _Sampler
+
+    tok = spm_model(sample_lines, model_type="bpe", vocab_size=300)
+    if data == "another model":
+        data = spm_model(sample_lines, model_type="bpe", vocab_size=400).source_bytes
+    with pytest.raises(InputError, match="m: the SentencePiece model's pieces could not be read for sampling"):
+        _Sampler(tok._models["source"], data, "m")
+
+
 @pytest.mark.parametrize("options", OPTIONS.values(), ids=OPTIONS.keys())
 def test_bpe_sampling_that_drops_nothing_is_sentencepiece_s_encoding(sample_lines, options):
     """nmt's BPE merges over a SentencePiece BPE model give SentencePiece's ids, id for id, when no merge drops."""
