@@ -122,9 +122,9 @@ def dir_mb(path: Path) -> float:
 
 def batch_order(data: Path, presets: list[str], repeat: int = 3) -> list[dict]:
     """Seconds to build one epoch's batch order from the length index, and its peak memory."""
-    from nmt.batching import group_updates, make_batches
     from nmt.config import from_preset
-    from nmt.dataset import ParallelDataset
+    from nmt.data.batches import group_updates, make_batches
+    from nmt.data.dataset import ParallelDataset
 
     ds = ParallelDataset(data, "train")
     rows = []
@@ -154,8 +154,8 @@ def collate_pair_by_pair(dataset, indices):
     """The collate nmt had before issue 5 (one dataset[i] per pair), kept here as the reference."""
     import torch
 
-    from nmt.batching import Batch
-    from nmt.vocab import BOS, EOS, PAD
+    from nmt.core.vocab import BOS, EOS, PAD
+    from nmt.data.batches import Batch
 
     def pad(seqs, eos, bos):
         lengths = np.array([len(s) for s in seqs], dtype=np.int64)
@@ -185,11 +185,11 @@ def data_wait(data: Path, preset: str, updates: int, threads: int) -> dict:
     """Per update: collate of its batches from the memory map (data wait) vs forward+backward+Adam."""
     import torch
 
-    from nmt.batching import collate, group_updates, make_batches
     from nmt.config import from_preset
-    from nmt.dataset import ParallelDataset
-    from nmt.loss import label_smoothed_loss
-    from nmt.model import Transformer
+    from nmt.data.batches import collate, group_updates, make_batches
+    from nmt.data.dataset import ParallelDataset
+    from nmt.model.loss import label_smoothed_loss
+    from nmt.model.transformer import Transformer
 
     torch.set_num_threads(threads)
     ds = ParallelDataset(data, "train")
@@ -241,17 +241,17 @@ def data_wait(data: Path, preset: str, updates: int, threads: int) -> dict:
 
 def hashset_scale(n: int, chunk: int = 100_000) -> dict:
     """The dedup hash set as `prepare` drives it: sorted chunks of new hashes, lookup then insert."""
-    from nmt.dataset import _HashSet
+    from nmt.data.dedup import HashSet
 
     rng = np.random.default_rng(0)
-    hs = _HashSet()
+    hs = HashSet()
     spent = 0.0
     tracemalloc.start()
     for _ in range(0, n, chunk):
         h = np.sort(rng.integers(0, 2**64, chunk, dtype=np.uint64))
         start = time.perf_counter()
-        dup = hs._contains_sorted(h)
-        hs._add_run(h[~dup])
+        dup = hs.contains_sorted(h)
+        hs.add_run(h[~dup])
         spent += time.perf_counter() - start
         del h, dup
     peak = tracemalloc.get_traced_memory()[1]

@@ -77,12 +77,12 @@ from typing import IO, Optional
 import torch
 
 import nmt
-from nmt import checkpoint
-from nmt.demo import SAMPLE_DIR, SRC, TGT, VOCAB_SIZE
-from nmt.device import native_bf16
-from nmt.errors import NmtError
-from nmt.evaluate import bleu
-from nmt.files import atomic_write, check_output_file, read_lines
+from nmt.compute.device import native_bf16
+from nmt.core.errors import NmtError
+from nmt.core.files import atomic_write, check_output_file, read_lines
+from nmt.inference.evaluate import bleu
+from nmt.model import checkpoint
+from nmt.workflows.demo import SAMPLE_DIR, SRC, TGT, VOCAB_SIZE
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 OVERFLOW = "fp16 gradient overflow"  # how nmt's log.jsonl starts the reason of a skip that loss scaling caused

@@ -19,9 +19,9 @@ import torch
 from torch import Tensor
 
 from nmt.config import from_preset
-from nmt.loss import label_smoothed_loss
-from nmt.model import Transformer
-from nmt.vocab import PAD
+from nmt.core.vocab import PAD
+from nmt.model.loss import label_smoothed_loss
+from nmt.model.transformer import Transformer
 
 
 def autograd_loss(logits: Tensor, target: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:

@@ -128,7 +128,7 @@ class Nmt:
 
     def __init__(self, model: Path, engine: str, precision: str, threads: int):
         from nmt.config import InferenceConfig, Overrides, SearchConfig
-        from nmt.engine import open_engine
+        from nmt.inference.engines import open_engine
 
         self.name = f"nmt-{precision}" if engine == "torch" else f"nmt-{engine}-{precision}"
         self.translator = open_engine([model], Overrides(SearchConfig), Overrides(InferenceConfig, {
@@ -157,8 +157,8 @@ def main() -> None:
 
     import torch
 
-    from nmt import checkpoint
     from nmt.importers.marian import import_marian
+    from nmt.model import checkpoint
 
     torch.set_num_threads(args.threads)
     folder, model = args.work / "opus-mt-random-en-de", args.work / "opus-mt-random-en-de.pt"

@@ -91,7 +91,7 @@ MODEL_ALONE = """
 import sys, time, torch
 from pathlib import Path
 from nmt.config import InferenceConfig, Overrides, SearchConfig
-from nmt.engine import open_engine
+from nmt.inference.engines import open_engine
 torch.set_num_threads(int(sys.argv[2]))
 tr = open_engine([Path(sys.argv[1])], Overrides(SearchConfig), Overrides(InferenceConfig, {"engine": sys.argv[3], "threads": int(sys.argv[2])}))
 lines = sys.stdin.read().splitlines()
@@ -116,9 +116,9 @@ CT2_ONE = """
 import statistics, sys, time
 from pathlib import Path
 import ctranslate2
-from nmt.conversions import converted
-from nmt.export import ctranslate2_vocabulary, read_meta
-from nmt.tokenizer import load_tokenizer, read_files
+from nmt.inference.conversions import converted
+from nmt.inference.ct2_export import ctranslate2_vocabulary, read_meta
+from nmt.text.tokenizer import load_tokenizer, read_files
 folder = converted(Path(sys.argv[1]))
 tok = load_tokenizer(read_files(folder, read_meta(folder).get("tokenizer")), str(folder))
 vocab = ctranslate2_vocabulary(tok)
@@ -147,9 +147,9 @@ BATCHING = """
 import json, statistics, sys, threading, time, asyncio
 from pathlib import Path
 from nmt.config import InferenceConfig, Overrides, SearchConfig, ServeConfig
-from nmt.engine import open_engine
-from nmt.serve.batching import Batcher
-from nmt.serve.engine import translate_function
+from nmt.inference.engines import open_engine
+from nmt.serve.batcher import Batcher
+from nmt.serve.backend import translate_function
 model, threads, clients = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 lines = sys.stdin.read().splitlines()
 engine = open_engine([model], Overrides(SearchConfig), Overrides(InferenceConfig, {"engine": "ctranslate2", "threads": threads}))
@@ -301,7 +301,7 @@ def main() -> None:
 
     sentences = read_sentences(args.src or args.data / "test_2016_flickr.en.gz", args.sentences)
     if "ctranslate2" in args.engines:
-        from nmt.conversions import converted
+        from nmt.inference.conversions import converted
 
         converted(args.model)  # made before the servers start, as a second use finds it
     plans: dict[str, tuple[str, Path | None]] = {engine: (engine, None) for engine in args.engines}

@@ -10,7 +10,7 @@ thread each, in a temporary folder), then encodes every line of --text with each
 (as `nmt prepare` does), `threads=1`, at dropout 0 and --dropout; --rounds times, reporting the median and
 the best lines per second and the tokens per line. The libraries' own samplers are timed too, for reference:
 youtokentome's `dropout_prob` and SentencePiece's `enable_sampling`. nmt does not use them: the first cannot
-be seeded, the second gives another sample in another process (see nmt/bpe.py, nmt/spm.py).
+be seeded, the second gives another sample in another process (see nmt/text/bpe.py, nmt/text/spm.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt.bpe import BpeTokenizer  # noqa: E402
-from nmt.files import read_lines  # noqa: E402
-from nmt.spm import SentencePieceTokenizer  # noqa: E402
-from nmt.tokenizer import train_tokenizer  # noqa: E402
+from nmt.core.files import read_lines  # noqa: E402
+from nmt.text.bpe import BpeTokenizer  # noqa: E402
+from nmt.text.spm import SentencePieceTokenizer  # noqa: E402
+from nmt.text.tokenizer import train_tokenizer  # noqa: E402
 
 
 def timed(encode, lines: list[str], batch: int, rounds: int) -> tuple[list[float], float]:

@@ -55,8 +55,8 @@ def measure_nmt(spec: dict) -> dict:
     import torch
 
     from nmt.config import from_preset
-    from nmt.dataset import ParallelDataset
-    from nmt.trainer import Trainer
+    from nmt.data.dataset import ParallelDataset
+    from nmt.training.trainer import Trainer
 
     torch.set_num_threads(spec["threads"])
     data = Path(spec["data"])
@@ -111,7 +111,7 @@ def fairseq_data(data: Path, work: Path, python: str) -> Path:
     if (dest / "train.src-tgt.src.bin").exists():
         return dest
     sys.path.insert(0, str(ROOT))
-    from nmt.dataset import ParallelDataset
+    from nmt.data.dataset import ParallelDataset
 
     text = work / "fairseq-text"
     text.mkdir(parents=True, exist_ok=True)

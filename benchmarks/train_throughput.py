@@ -24,8 +24,8 @@ import time
 import torch
 
 from nmt.config import from_preset
-from nmt.loss import label_smoothed_loss
-from nmt.model import Transformer, count_parameters
+from nmt.model.loss import label_smoothed_loss
+from nmt.model.transformer import Transformer, count_parameters
 
 
 def matmul_flops(n: int = 2048, repeat: int = 5, device: str = "cpu") -> float:

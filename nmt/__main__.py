@@ -1,3 +1,3 @@
-from nmt.cli import main
+from nmt.cli.main import main
 
 main()

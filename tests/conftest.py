@@ -81,7 +81,7 @@ def one_torch_thread_again() -> Iterator[None]:
 def prepare_sample(root: Path, n_train: int, n_valid: int, vocab_size: int = 300) -> Path:
     """A prepared store (the fixed BPE model of `vocab_size` + binarized data) from the first pairs of the
     sample corpus; returns root/data."""
-    from nmt.dataset import prepare
+    from nmt.data.dataset import prepare
 
     for split, n in (("train", n_train), ("valid", n_valid)):
         for lang in ("en", "de"):
@@ -116,7 +116,7 @@ def tiny_bpe(tiny_corpus) -> Path:
 def tiny_spm(tiny_corpus) -> Path:
     """A SentencePiece unigram model of the tiny corpus (learned per session: on one thread SentencePiece
     learns the same model from the same text every time)."""
-    from nmt.spm import train_sentencepiece
+    from nmt.text.spm import train_sentencepiece
 
     path = tiny_corpus.parent / "tiny_spm" / "spm.model"
     train_sentencepiece([tiny_corpus / "train.en", tiny_corpus / "train.de"], path, vocab_size=TINY_VOCAB, threads=1)
@@ -126,7 +126,7 @@ def tiny_spm(tiny_corpus) -> Path:
 @pytest.fixture(scope="session")
 def tiny_data(tiny_corpus, tiny_bpe) -> Path:
     """A prepared (binarized) dataset with a train split only (no validation: faster training)."""
-    from nmt.dataset import prepare
+    from nmt.data.dataset import prepare
 
     out = tiny_corpus.parent / "tiny_data"
     prepare(tiny_bpe, out, "en", "de", tiny_corpus / "train")
@@ -136,7 +136,7 @@ def tiny_data(tiny_corpus, tiny_bpe) -> Path:
 @pytest.fixture(scope="session")
 def tiny_run(tiny_data) -> Path:
     """A tiny-preset run folder with step checkpoints at updates 10, 20 and 30 (treat as read-only)."""
-    from nmt.train import train
+    from nmt.training.launch import train
 
     out = tiny_data.parent / "tiny_run"
     train(tiny_data, out, preset="tiny", train_overrides=dict(TINY_TRAIN))

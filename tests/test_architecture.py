@@ -4,12 +4,13 @@ lower layers stay free of what sits above them."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "nmt"
-TOKENIZERS = {"nmt.tokenizer", "nmt.bpe", "nmt.spm"}
+TOKENIZERS = {"nmt.text.tokenizer", "nmt.text.bpe", "nmt.text.spm"}
 
 
 def module_name(path: Path) -> str:
@@ -47,7 +48,7 @@ def imports_of(path: Path, type_checking: bool = True) -> set[str]:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
                 module = f"{base}.{module}" if module else base
             found.add(module)
-            # `from nmt import checkpoint` imports the module nmt.checkpoint
+            # `from nmt import checkpoint` imports the module nmt.model.checkpoint
             found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
@@ -93,10 +94,10 @@ def find_cycle(g: dict[str, set[str]]) -> list[str]:
 
 def test_the_graph_is_read_from_the_sources():
     g = graph()
-    assert "nmt.model" in g["nmt.search"] or "nmt.vocab" in g["nmt.search"]  # the walker sees imports
-    assert "nmt.trainer" in g["nmt.train"] and "nmt.errors" in g["nmt.cli"]  # cli's errors import is top-level
-    assert "nmt.train" in g["nmt.cli"]  # ... and cli's are inside its command functions
-    assert "nmt.download" in g["nmt.cli"] and "nmt.download.fetch" in g["nmt.download.cache"]  # subpackages
+    assert "nmt.model.transformer" in g["nmt.inference.search"] or "nmt.core.vocab" in g["nmt.inference.search"]  # the walker sees imports
+    assert "nmt.training.trainer" in g["nmt.training.launch"] and "nmt.core.errors" in g["nmt.cli.main"]  # cli's errors import is top-level
+    assert "nmt.training.launch" in g["nmt.cli.commands.cmd_train"]  # ... and cli's are inside its command functions
+    assert "nmt.download" in g["nmt.cli.commands.cmd_download"] and "nmt.download.fetch" in g["nmt.download.store"]  # subpackages
     assert "nmt.download.spec" in g["nmt.download.datasets.wmt14"]
 
 
@@ -127,7 +128,7 @@ def test_find_cycle(g, cycle):
 
 def test_subpackages_are_in_the_graph():
     g = graph()
-    assert "nmt.serve.batching" in g["nmt.serve.app"] and "nmt.serve.config" in g["nmt.serve"]
+    assert "nmt.serve.batcher" in g["nmt.serve.app"] and "nmt.serve.keyfiles" in g["nmt.serve"]
     assert module_name(PACKAGE / "serve" / "__init__.py") == "nmt.serve"
 
 
@@ -135,28 +136,104 @@ def test_no_import_cycles():
     assert find_cycle(graph()) == []
 
 
+# The layers, bottom up, as data: each package of nmt and the packages it may import (its own modules
+# always). A package not listed here fails test_every_package_has_a_layer; an import outside the set
+# (an upward one, or a sideways one the design does not allow) fails test_packages_import_only_below.
+LAYERS: dict[str, set[str]] = {
+    "nmt.core": set(),
+    "nmt.config": {"nmt.core"},
+    "nmt.text": {"nmt.core", "nmt.config"},
+    "nmt.download": {"nmt.core", "nmt.config"},
+    "nmt.data": {"nmt.core", "nmt.config", "nmt.text"},
+    "nmt.model": {"nmt.core", "nmt.config"},
+    "nmt.compute": {"nmt.core", "nmt.config", "nmt.model"},
+    "nmt.inference": {"nmt.core", "nmt.config", "nmt.text", "nmt.model", "nmt.compute"},
+    "nmt.training": {"nmt.core", "nmt.config", "nmt.text", "nmt.data", "nmt.model", "nmt.compute",
+                     "nmt.inference"},
+    "nmt.importers": {"nmt.core", "nmt.config", "nmt.text", "nmt.model"},
+    "nmt.serve": {"nmt.core", "nmt.config", "nmt.inference"},
+    "nmt.workflows": {"nmt.core", "nmt.config", "nmt.text", "nmt.data", "nmt.download", "nmt.model",
+                      "nmt.compute", "nmt.inference", "nmt.training", "nmt.importers"},
+    "nmt.cli": {"nmt", "nmt.core", "nmt.config", "nmt.text", "nmt.data", "nmt.download", "nmt.model",
+                "nmt.compute", "nmt.inference", "nmt.training", "nmt.importers", "nmt.serve", "nmt.workflows"},
+}
+
+
+def package_of(module: str) -> str:
+    """nmt.inference.search -> nmt.inference; nmt.download.datasets.wmt14 -> nmt.download; nmt -> nmt."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_package_has_a_layer():
+    assert {package_of(m) for m in sources()} == set(LAYERS)
+
+
+def test_packages_import_only_below():
+    """The layers, checked on every import (in functions and TYPE_CHECKING blocks too)."""
+    wrong = [f"{m} imports {n}" for m, imports in graph().items() for n in sorted(imports)
+             if package_of(n) != package_of(m) and package_of(n) not in LAYERS[package_of(m)]]
+    assert wrong == []
+
+
+def test_an_upward_import_is_caught(tmp_path, monkeypatch):
+    """The layer check fails on a core module that imports the model (a test of the test)."""
+    root = tmp_path / "nmt"
+    for name, text in [("core/errors.py", "from nmt.model.transformer import Transformer\n"),
+                       ("model/transformer.py", "from nmt.core.errors import NmtError\n")]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.setitem(globals(), "PACKAGE", root)
+    g = graph()
+    assert "nmt.model.transformer" in g["nmt.core.errors"]
+    assert package_of("nmt.model.transformer") not in LAYERS[package_of("nmt.core.errors")]
+
+
+def test_no_two_modules_share_a_name():
+    """A module's file name says what it is, once: no `errors.py` in two packages."""
+    names = [p.stem for p in PACKAGE.rglob("*.py") if p.stem not in ("__init__", "__main__")]
+    packages = [p.name for p in PACKAGE.rglob("*") if p.is_dir() and (p / "__init__.py").exists()]
+    assert sorted({n for n in names + packages if (names + packages).count(n) > 1}) == []
+
+
+def test_packages_stay_small():
+    """A package a newcomer can take in: at most 12 modules (its __init__ and subpackages not counted)."""
+    for init in PACKAGE.rglob("__init__.py"):
+        modules = [p for p in init.parent.glob("*.py") if p.stem != "__init__"]
+        assert len(modules) <= 12, f"{init.parent}: {len(modules)} modules"
+
+
+def test_each_package_has_a_map():
+    """Each package opens with a docstring that says what is in it."""
+    for init in PACKAGE.rglob("__init__.py"):
+        assert len(ast.get_docstring(ast.parse(init.read_text())) or "") > 40, init
+
+
 @pytest.mark.parametrize("module, forbidden", [
     # The model layer does not depend on the tokenizers.
-    ("nmt.model", TOKENIZERS), ("nmt.search", TOKENIZERS | {"nmt.model"}), ("nmt.batching", TOKENIZERS),
-    ("nmt.loss", TOKENIZERS | {"nmt.model"}),
+    ("nmt.model.transformer", TOKENIZERS), ("nmt.inference.search", TOKENIZERS | {"nmt.model.transformer", "nmt.model.layers"}), ("nmt.data.batches", TOKENIZERS),
+    ("nmt.model.loss", TOKENIZERS | {"nmt.model.transformer", "nmt.model.layers"}),
     # The tokenizers know nothing of models, data stores and checkpoints; each kind knows nothing of the other.
-    ("nmt.tokenizer", {"nmt.model", "nmt.dataset", "nmt.checkpoint", "nmt.translate"}),
-    ("nmt.bpe", {"nmt.spm", "nmt.tokenizer"}), ("nmt.spm", {"nmt.bpe", "nmt.tokenizer"}),
-    ("nmt.checkpoint", TOKENIZERS),  # a checkpoint holds the tokenizer as plain data
+    ("nmt.text.tokenizer", {"nmt.model.transformer", "nmt.data.dataset", "nmt.data.binarize", "nmt.model.checkpoint", "nmt.inference.translator"}),
+    ("nmt.text.bpe", {"nmt.text.spm", "nmt.text.tokenizer"}), ("nmt.text.spm", {"nmt.text.bpe", "nmt.text.tokenizer"}),
+    ("nmt.model.checkpoint", TOKENIZERS),  # a checkpoint holds the tokenizer as plain data
     # Process plumbing knows nothing of what the processes compute.
-    ("nmt.distributed", {"nmt.train", "nmt.trainer", "nmt.model", "nmt.dataset", "nmt.checkpoint", "nmt.loss"}),
-    ("nmt.trainer", {"nmt.train", "nmt.cli"}),
-    ("nmt.translate", {"nmt.train", "nmt.trainer", "nmt.cli"}),
-    ("nmt.config", {"nmt.model", "nmt.device"}),
+    ("nmt.training.distributed", {"nmt.training.launch", "nmt.training.trainer", "nmt.training.resume", "nmt.model.transformer", "nmt.model.layers", "nmt.data.dataset", "nmt.data.binarize", "nmt.model.checkpoint", "nmt.model.loss"}),
+    ("nmt.training.trainer", {"nmt.training.launch", "nmt.cli.main"}),
+    ("nmt.training.resume", {"nmt.training.launch", "nmt.training.trainer", "nmt.cli.main"}),
+    ("nmt.inference.translator", {"nmt.training.launch", "nmt.training.trainer", "nmt.cli.main"}),
+    ("nmt.config", {"nmt.model.transformer", "nmt.model.layers", "nmt.compute.device"}),
     # The user's cache is a base layer; the device layer times shapes, not models.
-    ("nmt.cache", {"nmt.config", "nmt.files", "nmt.device", "nmt.model", "nmt.checkpoint"}),
-    ("nmt.device", {"nmt.model", "nmt.kernels", "nmt.translate", "nmt.checkpoint", "nmt.timing"}),
-    ("nmt.timing", {"nmt.translate", "nmt.engine", "nmt.train", "nmt.trainer", "nmt.checkpoint"}),
+    ("nmt.core.usercache", {"nmt.config", "nmt.core.files", "nmt.compute.device", "nmt.model.transformer", "nmt.model.layers", "nmt.model.checkpoint"}),
+    ("nmt.compute.device", {"nmt.model.transformer", "nmt.model.layers", "nmt.compute.precision", "nmt.inference.translator", "nmt.model.checkpoint", "nmt.compute.timing"}),
+    ("nmt.compute.timing", {"nmt.inference.translator", "nmt.inference.engines", "nmt.training.launch", "nmt.training.trainer", "nmt.training.resume", "nmt.model.checkpoint"}),
     # Each engine knows nothing of the choice between them; the choice knows nothing of the commands.
-    ("nmt.translate", {"nmt.export", "nmt.conversions", "nmt.engine"}),
-    ("nmt.export", {"nmt.conversions", "nmt.engine"}),
-    ("nmt.conversions", {"nmt.engine", "nmt.serve", "nmt.cli"}),
-    ("nmt.engine", {"nmt.serve", "nmt.cli", "nmt.train", "nmt.trainer"}),
+    ("nmt.inference.translator", {"nmt.inference.ct2_engine", "nmt.inference.ct2_export", "nmt.inference.conversions", "nmt.inference.engines"}),
+    ("nmt.inference.ct2_engine", {"nmt.inference.conversions", "nmt.inference.engines"}),
+    ("nmt.inference.ct2_export", {"nmt.inference.ct2_engine", "nmt.inference.translator", "nmt.inference.search", "nmt.inference.conversions", "nmt.inference.engines"}),
+    # The table of decoding options is read by both engines and the server: it reads only the config.
+    ("nmt.inference.decoding", {"nmt.inference.search", "nmt.inference.translator", "nmt.inference.ct2_engine", "nmt.inference.ct2_export", "nmt.model.transformer"}),
+    ("nmt.inference.conversions", {"nmt.inference.engines", "nmt.serve", "nmt.cli.main"}),
+    ("nmt.inference.engines", {"nmt.serve", "nmt.cli.main", "nmt.training.launch", "nmt.training.trainer"}),
 ])
 def test_lower_layers_do_not_reach_up(module, forbidden):
     """What `module` needs at run time (batching names the dataset's type for type checkers only)."""
@@ -168,12 +245,12 @@ def test_the_server_reaches_neither_training_nor_the_command_line():
     serve = [m for m in g if m == "nmt.serve" or m.startswith("nmt.serve.")]
     assert len(serve) > 5
     for module in serve:
-        assert not reachable(g, module) & {"nmt.train", "nmt.trainer", "nmt.cli"}, module
+        assert not reachable(g, module) & {"nmt.training.launch", "nmt.training.trainer", "nmt.cli.main"}, module
 
 
 def test_the_server_knows_engines_by_their_protocol_only():
     """Any engine with translate_chunk, with_search, search_cfg and languages can serve (torch's, CTranslate2's):
-    the serve package never names an engine's class, only nmt.engine's protocol."""
+    the serve package never names an engine's class, only nmt.inference.engines's protocol."""
     for path in (PACKAGE / "serve").glob("*.py"):
         names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
         names |= {a.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)
@@ -182,11 +259,11 @@ def test_the_server_knows_engines_by_their_protocol_only():
 
 
 def test_type_checking_imports_are_seen_by_the_cycle_check_only():
-    assert "nmt.dataset" in graph()["nmt.batching"]
-    assert "nmt.dataset" not in graph(type_checking=False)["nmt.batching"]
+    assert "nmt.data.dataset" in graph()["nmt.data.batches"]
+    assert "nmt.data.dataset" not in graph(type_checking=False)["nmt.data.batches"]
 
 
-@pytest.mark.parametrize("library, module", [("youtokentome", "nmt.bpe"), ("sentencepiece", "nmt.spm"),
+@pytest.mark.parametrize("library, module", [("youtokentome", "nmt.text.bpe"), ("sentencepiece", "nmt.text.spm"),
                                              ("safetensors", "nmt.importers.marian")])
 def test_each_tokenizer_library_is_imported_by_one_module(library, module):
     users = {name for name, p in sources().items() if any(m.split(".")[0] == library for m in imports_of(p))}
@@ -204,8 +281,8 @@ def test_importers_reach_neither_training_nor_translation_nor_the_command_line()
     importers = [m for m in g if m == "nmt.importers" or m.startswith("nmt.importers.")]
     assert "nmt.importers.marian" in importers
     for module in importers:
-        assert not reachable(g, module) & {"nmt.train", "nmt.trainer", "nmt.translate", "nmt.search", "nmt.cli",
-                                           "nmt.serve", "nmt.dataset", "nmt.export"}, module
+        assert not reachable(g, module) & {"nmt.training.launch", "nmt.training.trainer", "nmt.inference.translator", "nmt.inference.search", "nmt.cli.main",
+                                           "nmt.serve", "nmt.data.dataset", "nmt.data.binarize", "nmt.inference.ct2_export", "nmt.inference.ct2_engine"}, module
 
 
 def download_package() -> list[str]:
@@ -218,15 +295,15 @@ def test_the_download_package_needs_only_the_base_layer():
     g = graph(type_checking=False)
     assert len(download_package()) > 10
     for module in download_package():
-        outside = {m for m in reachable(g, module) if not m.startswith("nmt.download")}
-        assert outside <= {"nmt.errors", "nmt.files", "nmt.compression", "nmt.progress", "nmt.config"}, module
+        outside = {m for m in reachable(g, module) if not m.startswith(("nmt.download", "nmt.config"))}
+        assert outside <= {"nmt.core.errors", "nmt.core.files", "nmt.core.compression", "nmt.core.progress"}, module
 
 
 def test_files_and_compression_are_the_base_layer():
-    """Every module reads and writes through nmt.files: it needs nothing of nmt but errors and compression."""
+    """Every module reads and writes through nmt.core.files: it needs nothing of nmt but errors and compression."""
     g = graph()
-    assert g["nmt.compression"] == {"nmt.errors"}
-    assert reachable(g, "nmt.files") == {"nmt.errors", "nmt.compression"}
+    assert g["nmt.core.compression"] == {"nmt.core.errors"}
+    assert reachable(g, "nmt.core.files") == {"nmt.core.errors", "nmt.core.compression"}
 
 
 def test_the_dataset_registry_is_data():
@@ -240,7 +317,8 @@ def test_the_dataset_registry_is_data():
     assert {m for m in g if "nmt.download.datasets" in g[m]} == {"nmt.download.registry"}
 
 
-DECODING = ("model", "kernels", "search", "ensemble", "translate")
+DECODING = ("model/layers", "model/transformer", "compute/precision", "inference/search", "inference/ensemble",
+            "inference/translator")
 
 
 def private_attributes(source: str) -> list[str]:
@@ -273,7 +351,7 @@ def test_decoding_uses_no_private_torch_api(module):
 
 
 def test_only_the_checkpoint_module_reads_and_writes_checkpoints():
-    """torch.load/torch.save in nmt.checkpoint only: every other module gets a typed `Checkpoint`, never the
+    """torch.load/torch.save in nmt.model.checkpoint only: every other module gets a typed `Checkpoint`, never the
     string-keyed file (the importer reads a foreign pytorch_model.bin, which is not nmt's)."""
     users = set()
     for name, path in sources().items():
@@ -281,4 +359,34 @@ def test_only_the_checkpoint_module_reads_and_writes_checkpoints():
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("load", "save")
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
                 users.add(name)
-    assert users == {"nmt.checkpoint", "nmt.importers.marian"}
+    assert users == {"nmt.model.checkpoint", "nmt.importers.marian"}
+
+
+ARCHITECTURE_PAGE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def test_the_architecture_page_names_real_files():
+    """Every path docs/architecture.md names exists (a template such as cmd_<name>.py aside)."""
+    text = ARCHITECTURE_PAGE.read_text()
+    paths = {p for p in re.findall(r"`((?:nmt|tests|docs)/[\w/.<>-]*)`", text) if "<" not in p}
+    assert len(paths) > 20
+    assert sorted(p for p in paths if not (PACKAGE.parent / p).exists()) == []
+
+
+def test_the_architecture_page_maps_every_package():
+    """Its table has a row per layer, and each module it names in a row is a module of that package."""
+    rows = re.findall(r"^\| `nmt/(\w+)/` \| (.*?) \|", ARCHITECTURE_PAGE.read_text(), re.M)
+    assert {f"nmt.{name}" for name, _ in rows} == set(LAYERS)
+    for package, described in rows:
+        for module in re.findall(r"\(`([a-z_0-9]+/?)`", described) + re.findall(r", `([a-z_0-9]+/?)`", described):
+            assert (PACKAGE / package / f"{module}.py").exists() or (PACKAGE / package / module).is_dir(), \
+                f"nmt/{package}/{module}"
+
+
+def test_the_architecture_page_states_the_layers_of_the_test():
+    """Its "may import" column is LAYERS (where it lists the packages rather than saying "everything")."""
+    for package, allowed in re.findall(r"^\| `nmt/(\w+)/` \| .*? \| ([\w ,]+) \|$", ARCHITECTURE_PAGE.read_text(), re.M):
+        if allowed.startswith("everything"):
+            continue
+        listed = set() if allowed == "nothing of nmt" else {f"nmt.{name.strip()}" for name in allowed.split(",")}
+        assert listed == LAYERS[f"nmt.{package}"], package

@@ -9,8 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import nmt.model as model_module
-from nmt.attention import (
+import nmt.model.transformer as model_module
+from nmt.config import ModelConfig
+from nmt.core.vocab import BOS, EOS, PAD
+from nmt.inference.heatmaps import (
     AttentionMaps,
     alignments,
     pharaoh,
@@ -18,12 +20,10 @@ from nmt.attention import (
     word_of_each_piece,
     write_heatmaps,
 )
-from nmt.config import ModelConfig
-from nmt.model import Transformer
-from nmt.search import SearchConfig
-from nmt.tokenizer import load_tokenizer
-from nmt.translate import Translator
-from nmt.vocab import BOS, EOS, PAD
+from nmt.inference.search import SearchConfig
+from nmt.inference.translator import Translator
+from nmt.model.transformer import Transformer
+from nmt.text.tokenizer import load_tokenizer
 
 matplotlib = pytest.importorskip("matplotlib")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -99,7 +99,7 @@ def test_cli_attention_writes_heatmaps_and_keeps_stdout(tiny_checkpoint, tmp_pat
 
 
 def test_cli_attention_without_matplotlib_is_one_line_error(tiny_checkpoint, tmp_path):
-    code = ("import sys; sys.modules['matplotlib'] = None; from nmt.cli import main; "
+    code = ("import sys; sys.modules['matplotlib'] = None; from nmt.cli.main import main; "
             f"sys.argv = ['nmt', 'translate', '-m', {str(tiny_checkpoint)!r}, '--attention', {str(tmp_path)!r}]; main()")
     r = subprocess.run([sys.executable, "-c", code], input="a man .\n", capture_output=True, text=True, timeout=120)
     assert r.returncode == 1

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.batching import Batch, collate, group_updates, make_batches, shard
-from nmt.errors import InputError
-from nmt.vocab import BOS, EOS, PAD
+from nmt.core.errors import InputError
+from nmt.core.vocab import BOS, EOS, PAD
+from nmt.data.batches import Batch, collate, group_updates, make_batches, shard
 
 
 def lengths(n: int = 500, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -137,8 +137,8 @@ def test_collate_layout():
 
 
 def test_collate_with_a_prepared_store(tmp_path):
-    from nmt.bpe import train_bpe
-    from nmt.dataset import ParallelDataset, prepare
+    from nmt.data.dataset import ParallelDataset, prepare
+    from nmt.text.bpe import train_bpe
 
     en = [f"the cat number {i} sat on the mat" for i in range(30)]
     de = [f"die katze nummer {i} sass auf der matte" for i in range(30)]

@@ -11,9 +11,9 @@ import pytest
 import youtokentome as yttm
 from conftest import BPE_MODELS, SAMPLE_DIR, toy_corpus
 
-from nmt.bpe import BpeTokenizer, train_bpe
-from nmt.errors import InputError
-from nmt.vocab import BOS, EOS, PAD, UNK
+from nmt.core.errors import InputError
+from nmt.core.vocab import BOS, EOS, PAD, UNK
+from nmt.text.bpe import BpeTokenizer, train_bpe
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_stdout_stays_clean_through_a_pipe(corpus, tmp_path):
     # Through a pipe C stdio buffers fully, so unflushed chatter would surface at exit.
     en, de, _ = corpus
     code = (
-        "import sys; from nmt.bpe import train_bpe; "
+        "import sys; from nmt.text.bpe import train_bpe; "
         f"train_bpe([{str(en)!r}, {str(de)!r}], {str(tmp_path / 'm.model')!r}, vocab_size=60); "
         "print('RESULT')"
     )
@@ -197,7 +197,7 @@ ODD_LINES = ["", "   ", "  leading and trailing  ", "tabs\tand\vfeeds\fand\rretu
 @pytest.mark.parametrize("size", [300, 1000])
 def test_dropout_zero_is_youtokentome_s_encoding(size):
     """The numpy segmentation that BPE-dropout runs reproduces youtokentome's ids exactly when nothing drops."""
-    from nmt.bpe import _Rules
+    from nmt.text.bpe import _Rules
 
     tok = BpeTokenizer.from_file(BPE_MODELS[size])
     lines = [line for lang in ("en", "de") for line in (SAMPLE_DIR / f"train.{lang}").read_text("utf-8").splitlines()]
@@ -244,7 +244,7 @@ def test_dropout_skips_each_merge_with_probability_p(p, a_bc, ab_c, a_b_c):
 
 @pytest.mark.parametrize("dropout", [-0.1, 1.0, float("nan")])
 def test_bad_dropout(tokenizer, dropout):
-    from nmt.errors import ConfigError
+    from nmt.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="dropout"):
         tokenizer.encode(["the cat"], dropout=dropout)

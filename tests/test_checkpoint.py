@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt import checkpoint
-from nmt.errors import CheckpointError, InputError
-from nmt.search import SearchConfig
-from nmt.translate import Translator
+from nmt.core.errors import CheckpointError, InputError
+from nmt.inference.search import SearchConfig
+from nmt.inference.translator import Translator
+from nmt.model import checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -438,7 +438,7 @@ def test_a_committed_version_1_step_checkpoint_resumes(tmp_path):
     """The run of tests/data/v1-step-00000002.pt goes on from update 2 with today's nmt, on the same data."""
     from conftest import prepare_sample
 
-    from nmt.train import train
+    from nmt.training.launch import train
 
     (tmp_path / "corpus").mkdir()
     data = prepare_sample(tmp_path / "corpus", 200, 10)
@@ -456,9 +456,9 @@ def test_a_committed_version_1_step_checkpoint_resumes(tmp_path):
 
 
 def test_version_1_checkpoints_still_work_everywhere(steps, tiny_data, tiny_corpus, tmp_path):
-    from nmt.dataset import data_identity, prepare
-    from nmt.tokenizer import load_tokenizer
-    from nmt.train import plan
+    from nmt.data.dataset import data_identity, prepare
+    from nmt.text.tokenizer import load_tokenizer
+    from nmt.training.launch import plan
 
     old = version_1(steps[-1], tmp_path / "old.pt")
     loaded, new = checkpoint.load(old), checkpoint.load(steps[-1])
@@ -486,7 +486,7 @@ def test_version_1_checkpoints_still_work_everywhere(steps, tiny_data, tiny_corp
 
 def test_version_1_export(steps, tmp_path):
     pytest.importorskip("ctranslate2")
-    from nmt.export import export_ctranslate2
+    from nmt.inference.ct2_export import export_ctranslate2
 
     old = version_1(steps[-1], tmp_path / "old.pt")
     export_ctranslate2(old, tmp_path / "ct2")

@@ -1,6 +1,6 @@
 """The `nmt` command, run as a real process: help, the whole pipeline, resuming, and user errors.
 
-Error paths go through `python -m nmt` (nmt.cli.main) so that exit codes and stderr are the real ones.
+Error paths go through `python -m nmt` (nmt.cli.main.main) so that exit codes and stderr are the real ones.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt import checkpoint
 from nmt.config import to_dict
-from nmt.files import LOCK_NAME
-from nmt.search import SearchConfig
-from nmt.translate import Translator, translate_file
+from nmt.core.files import LOCK_NAME
+from nmt.inference.search import SearchConfig
+from nmt.inference.translator import Translator, translate_file
+from nmt.model import checkpoint
 
 NMT_SCRIPT = Path(sys.executable).parent / "nmt"
 ENV = {k: v for k, v in os.environ.items() if k not in ("NMT_DEBUG", "FORCE_COLOR", "PYTHONWARNINGS")}
@@ -35,7 +35,7 @@ def subcommands() -> list[str]:
     """Every subcommand of the app (so that new ones are covered by the help test too)."""
     import typer.main
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     return sorted(typer.main.get_command(app).commands)
 
@@ -348,7 +348,7 @@ def train_options() -> dict[str, list[str]]:
     """Python name -> option strings of each `nmt train` option."""
     import typer.main
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     command = typer.main.get_command(app).commands["train"]
     return {p.name: p.opts for p in command.params}
@@ -402,7 +402,7 @@ def test_eval_scores_alike_on_both_engines(tiny_checkpoint, tiny_corpus, tmp_pat
     pytest.importorskip("ctranslate2")
     from typer.testing import CliRunner
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     src, ref = tmp_path / "src.en", tmp_path / "ref.de"
     for path, name in ((src, "test.en"), (ref, "test.de")):

@@ -21,8 +21,8 @@ import pytest
 import torch
 from test_cli import ENV, assert_user_error, nmt, ok
 
-from nmt import checkpoint
-from nmt.files import LOCK_NAME
+from nmt.core.files import LOCK_NAME
+from nmt.model import checkpoint
 
 TINY = ["--preset", "tiny", "--max-tokens", "1024", "--update-tokens", "1024", "--warmup", "50",
         "--valid-interval", "1000", "--threads", "1"]
@@ -321,13 +321,13 @@ def chained(error: BaseException, context: BaseException) -> BaseException:
      "(DefaultCPUAllocator: can't allocate memory: you tried to allocate 10 bytes)"),
 ])
 def test_error_lines(error, line):
-    from nmt.cli import error_line
+    from nmt.core.failures import error_line
 
     assert error_line(error) == (line, 1)
 
 
 def test_bugs_keep_their_traceback():
-    from nmt.cli import is_out_of_memory, is_torch_io_error
+    from nmt.core.failures import is_out_of_memory, is_torch_io_error
 
     bug = RuntimeError("shape mismatch")
     assert not is_torch_io_error(bug) and not is_out_of_memory(bug)
@@ -341,7 +341,7 @@ def cli(*args, input: str | bytes | None = None):
     """`nmt ARGS` run in this process."""
     from typer.testing import CliRunner
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     return CliRunner().invoke(app, [str(a) for a in args], input=input)
 
@@ -431,7 +431,7 @@ def command_of(name: str):
     """A command by its name below the program's: "translate", "import marian"."""
     import typer.main
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     command = typer.main.get_command(app)
     for word in name.split():
@@ -443,7 +443,7 @@ def commands() -> list[str]:
     """Every command that runs (the groups' subcommands, not the groups)."""
     import typer.main
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     def walk(group, prefix):
         for name, command in group.commands.items():
@@ -458,7 +458,8 @@ def commands() -> list[str]:
 def test_every_command_is_guarded_and_has_a_template():
     """A new command is covered by the path rule (PathGuard and an entry in COMMAND_PATHS, which marks
     its outputs) and by the generated test below (a template)."""
-    from nmt.cli import COMMAND_PATHS, PathGuard
+    from nmt.cli.guard import PathGuard
+    from nmt.workflows.paths import COMMAND_PATHS
 
     assert set(COMMAND_PATHS) == set(commands()) == set(templates(Path(".")))
     for name in commands():
@@ -470,7 +471,8 @@ def test_every_path_that_is_written_is_marked_an_output():
     rule would take it for an input and never guard it)."""
     import re
 
-    from nmt.cli import COMMAND_PATHS, is_path_parameter
+    from nmt.cli.guard import is_path_parameter
+    from nmt.workflows.paths import COMMAND_PATHS
 
     for name in commands():
         for param in command_of(name).params:
@@ -485,7 +487,8 @@ def test_every_path_that_is_written_is_marked_an_output():
 def test_no_command_writes_over_its_inputs(name, workspace):
     """Generated from the commands' own parameters: each output set to each input's path (files, folders
     and the files that string options name) is a one-line error naming both, and no input changes."""
-    from nmt.cli import COMMAND_PATHS, command_paths
+    from nmt.cli.guard import command_paths
+    from nmt.workflows.paths import COMMAND_PATHS
 
     args = [str(a) for a in templates(workspace)[name]]
     command = command_of(name)
@@ -618,7 +621,7 @@ def assert_prepares_as_the_plain_text(w: Path, prefix: str) -> None:
 
 def learned_pieces(w: Path, train: Path) -> str:
     """The pieces (all but the 4 specials) of a 60-piece BPE model that `nmt bpe` learns from `train`."""
-    from nmt.bpe import BpeTokenizer
+    from nmt.text.bpe import BpeTokenizer
 
     assert_cli_ok(cli("bpe", "--train", train, "--vocab-size", 60, "--out", w / "learned.model"))
     return "".join(BpeTokenizer.from_file(w / "learned.model").pieces(range(4, 60)))
@@ -898,8 +901,7 @@ def test_hostile_usage_is_one_line(case, tiny_checkpoint, tiny_data, tiny_bpe, t
 
 def test_eval_leaves_ter_out_of_a_line_too_long_for_it(tmp_path, monkeypatch):
     """TER's cost is quadratic in a line's words: a 200,000-word line took all the memory of the machine."""
-    from nmt import evaluate
-
+    from nmt.inference import evaluate
     monkeypatch.setattr(evaluate, "MAX_TER_WORDS", 50)
     (tmp_path / "long.de").write_text("ein Mann .\n" + "Wort " * 60 + "\n")
     r = assert_cli_ok(cli("eval", "--ref", tmp_path / "long.de", "--hyp", tmp_path / "long.de"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nmt.compression import read_small_text
-from nmt.errors import InputError
+from nmt.core.compression import read_small_text
+from nmt.core.errors import InputError
 
 TEXT = "# keys\nalpha\nbeta\n" * 50
 

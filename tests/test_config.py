@@ -7,7 +7,7 @@ import math
 import pytest
 
 from nmt.config import INT_MAX, ModelConfig, TrainConfig, check_range
-from nmt.errors import ConfigError
+from nmt.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("value, low, high, low_open, high_open, error", [

@@ -1,4 +1,4 @@
-"""nmt.console and the habits of the command line: --version, -h, shell completion, progress that is drawn
+"""nmt.cli.console and the habits of the command line: --version, -h, shell completion, progress that is drawn
 on a terminal only and stays useful at 80 columns."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from rich.console import Console
 from test_cli import SUBCOMMANDS
 from typer.testing import CliRunner
 
-from nmt import __version__, console
-from nmt.progress import Progress
+from nmt import __version__
+from nmt.cli import console
+from nmt.core.progress import Progress
 
 
 def run(*args: str, **kw):
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     return CliRunner().invoke(app, list(args), **kw)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nmt.corpus import _SAMPLE_BLOCK, reservoir_sample
+from nmt.text.corpus import _SAMPLE_BLOCK, reservoir_sample
 
 
 def test_reservoir_sample_is_seeded():

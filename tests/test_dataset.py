@@ -13,9 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.bpe import BpeTokenizer, train_bpe
-from nmt.dataset import FilterConfig, ParallelDataset, SplitReport, data_identity, load_meta, prepare, read_tokenizer
-from nmt.errors import BusyError, ConfigError, DataError, InputError
+from nmt.core.errors import BusyError, ConfigError, DataError, InputError
+from nmt.data.dataset import (
+    FilterConfig,
+    ParallelDataset,
+    SplitReport,
+    data_identity,
+    load_meta,
+    prepare,
+    read_tokenizer,
+)
+from nmt.text.bpe import BpeTokenizer, train_bpe
 
 EN = "the a cat dog sat ran on under mat house big small red green quick slow".split()
 DE = "der die katze hund sass lief auf unter matte haus gross klein rot gruen schnell langsam".split()
@@ -266,7 +274,7 @@ def test_a_failing_prepare_keeps_the_earlier_store(bpe, data, tmp_path):
 
 
 def test_a_second_prepare_on_the_folder_is_refused(bpe, data, tmp_path):
-    from nmt.files import folder_lock
+    from nmt.core.files import folder_lock
 
     out = tmp_path / "out"
     with folder_lock(out):  # as another process's would be held: flock locks belong to open files
@@ -324,10 +332,10 @@ def test_split_report_fields():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_hash_set_matches_a_python_set(seed):
-    from nmt.dataset import _HashSet
+    from nmt.data.dedup import HashSet
 
     rng = np.random.default_rng(seed)
-    hs, ref = _HashSet(), set()
+    hs, ref = HashSet(), set()
     for size in rng.integers(0, 50, 40):
         h = rng.integers(0, 200, size).astype(np.uint64)  # many repeats across and within adds
         assert hs.contains(h).tolist() == [int(x) in ref for x in h]
@@ -337,11 +345,11 @@ def test_hash_set_matches_a_python_set(seed):
 
 
 def test_dtype_follows_vocab_size():
-    from nmt.dataset import _DTYPES, _dtype_code
+    from nmt.data.binarize import DTYPES, dtype_code
 
-    assert _DTYPES[_dtype_code(37000)] == np.uint16
-    assert _DTYPES[_dtype_code(65535)] == np.uint16
-    assert _DTYPES[_dtype_code(65536)] == np.uint32
+    assert DTYPES[dtype_code(37000)] == np.uint16
+    assert DTYPES[dtype_code(65535)] == np.uint16
+    assert DTYPES[dtype_code(65536)] == np.uint32
 
 
 # ---------------------------------------------------------------------------- the tokenizer of a store
@@ -350,7 +358,7 @@ def test_dtype_follows_vocab_size():
 @pytest.fixture(scope="module")
 def spm(tmp_path_factory) -> Path:
     """A SentencePiece model of the same text as `bpe`."""
-    from nmt.spm import train_sentencepiece
+    from nmt.text.spm import train_sentencepiece
 
     d = tmp_path_factory.mktemp("spm")
     en, de = corpus(400, seed=99)
@@ -361,7 +369,7 @@ def spm(tmp_path_factory) -> Path:
 
 
 def test_sentencepiece_store(spm, data, tmp_path):
-    from nmt.spm import SentencePieceTokenizer
+    from nmt.text.spm import SentencePieceTokenizer
 
     out = tmp_path / "out"
     prepare(spm, out, "en", "de", data / "train", data / "valid", filters=FilterConfig(min_len=1, max_ratio=100))
@@ -432,14 +440,14 @@ def test_encode_batches_do_not_matter(bpe, tmp_path, monkeypatch):
     write(tmp_path / "t", "en", en)
     write(tmp_path / "t", "de", de)
     prepare(bpe, tmp_path / "ref", "en", "de", tmp_path / "t")
-    monkeypatch.setattr("nmt.dataset._ENCODE_BATCH", 4)  # 23 lines: 5 yttm calls, the last one short
-    monkeypatch.setattr("nmt.dataset._COPY_BUFFER", 16)  # the index side files joined in tiny pieces
+    monkeypatch.setattr("nmt.data.binarize._ENCODE_BATCH", 4)  # 23 lines: 5 yttm calls, the last one short
+    monkeypatch.setattr("nmt.data.binarize._COPY_BUFFER", 16)  # the index side files joined in tiny pieces
     prepare(bpe, tmp_path / "small", "en", "de", tmp_path / "t", chunk_size=10)
     assert store_bytes(tmp_path / "small") == store_bytes(tmp_path / "ref")
 
 
 def test_interleave_matches_a_python_loop():
-    from nmt.dataset import interleave_pairs
+    from nmt.data.binarize import interleave_pairs
 
     rng = np.random.default_rng(0)
     src_len = rng.integers(0, 6, 50).astype(np.int32)
@@ -485,7 +493,7 @@ def test_index_arrays_are_compact_numpy_views(bpe, data, tmp_path):
 
 
 def test_index_writer_keeps_nothing_per_pair_in_memory(tmp_path):
-    from nmt.dataset import _IDX_HEADER, _IndexWriter
+    from nmt.data.binarize import IDX_HEADER, _IndexWriter
 
     rng = np.random.default_rng(1)
     src_len = rng.integers(0, 50, 1000).astype(np.int32)
@@ -498,7 +506,7 @@ def test_index_writer_keeps_nothing_per_pair_in_memory(tmp_path):
     w.finish()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.idx.partial"]  # side files removed
     raw = (tmp_path / "train.idx.partial").read_bytes()
-    assert _IDX_HEADER.unpack(raw[:24])[1:] == (1, 1, 1000)
+    assert IDX_HEADER.unpack(raw[:24])[1:] == (1, 1, 1000)
     body = np.frombuffer(raw[24:], np.uint8)
     total = src_len.astype(np.int64) + tgt_len
     src_off = np.cumsum(total) - total
@@ -516,7 +524,7 @@ def test_prepare_memory_does_not_grow_with_the_corpus(bpe, tmp_path, monkeypatch
     import gc
     import tracemalloc
 
-    monkeypatch.setattr("nmt.dataset._COPY_BUFFER", 4096)
+    monkeypatch.setattr("nmt.data.binarize._COPY_BUFFER", 4096)
     filters = FilterConfig(min_len=1, max_ratio=100, dedup=dedup)
     peaks = {}
     for n in (2000, 16000):
@@ -535,10 +543,10 @@ def test_prepare_memory_does_not_grow_with_the_corpus(bpe, tmp_path, monkeypatch
 
 
 def test_hash_set_memory_and_runs_scale():
-    from nmt.dataset import _HashSet
+    from nmt.data.dedup import HashSet
 
     rng = np.random.default_rng(5)
-    hs, n = _HashSet(), 0
+    hs, n = HashSet(), 0
     for _ in range(100):
         h = rng.integers(0, 2**64, 10_000, dtype=np.uint64)
         hs.add(h)
@@ -551,11 +559,11 @@ def test_hash_set_memory_and_runs_scale():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_hash_set_with_capped_runs_matches_a_python_set(seed, monkeypatch):
-    from nmt.dataset import _HashSet
+    from nmt.data.dedup import HashSet
 
-    monkeypatch.setattr(_HashSet, "max_run", 64)
+    monkeypatch.setattr(HashSet, "max_run", 64)
     rng = np.random.default_rng(seed)
-    hs, ref = _HashSet(), set()
+    hs, ref = HashSet(), set()
     for size in rng.integers(0, 40, 60):
         h = rng.integers(0, 1000, size).astype(np.uint64)
         assert hs.contains(h).tolist() == [int(x) in ref for x in h]

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from nmt import device
+from nmt.compute import device
+from nmt.compute.device import precision_warning, resolve_precision
 from nmt.config import Precision
-from nmt.device import precision_warning, resolve_precision
-from nmt.errors import ConfigError
+from nmt.core.errors import ConfigError
 
 
 def test_precision_choice(monkeypatch):
@@ -140,7 +140,7 @@ def test_training_refuses_inference_only_and_unknown_precisions(requested):
 
 
 def test_translation_runs_in_bf16_on_the_cpu(tiny_checkpoint):
-    from nmt.translate import Translator
+    from nmt.inference.translator import Translator
 
     lines = ["A man is riding a bicycle.", "", "Two dogs play in the snow."]
     fp32 = Translator(tiny_checkpoint, precision="fp32")

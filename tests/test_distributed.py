@@ -17,10 +17,10 @@ import pytest
 import torch
 from conftest import prepare_sample
 
-from nmt import checkpoint
-from nmt.distributed import Comm, free_port, torchrun_env, workers
-from nmt.errors import ConfigError, DataError
-from nmt.train import check_resumable_here, train
+from nmt.core.errors import ConfigError, DataError
+from nmt.model import checkpoint
+from nmt.training.distributed import Comm, free_port, torchrun_env, workers
+from nmt.training.launch import check_resumable_here, train
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)

@@ -18,7 +18,7 @@ def options_of(name: str) -> list[str]:
     """Every option string of `nmt NAME` (aliases and --no- forms included), but -h/--help."""
     import typer.main
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     command = typer.main.get_command(app).commands[name]
     found = []
@@ -57,7 +57,7 @@ def test_the_eval_table_in_the_docs_is_what_eval_prints(tmp_path):
     """docs/commands/eval.md shows `nmt eval`'s table: its rows are the metrics and signature shapes eval prints."""
     from typer.testing import CliRunner
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     (tmp_path / "ref.de").write_text("ein Mann fährt Rad .\nzwei Hunde spielen im Schnee .\n")
     (tmp_path / "hyp.de").write_text("ein Mann fährt ein Rad .\nzwei Hunde spielen im Schnee .\n")

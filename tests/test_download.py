@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from nmt import download as dl
+from nmt.core.errors import DownloadError, InputError
+from nmt.core.progress import Progress
 from nmt.download import (
     DatasetSpec,
     RemoteFile,
@@ -29,8 +31,6 @@ from nmt.download import (
     parallel_files,
     safe_extract,
 )
-from nmt.errors import DownloadError, InputError
-from nmt.progress import Progress
 
 FAST = dict(backoff=0.001, timeout=5.0)
 SHARED_M30K = Path(__file__).resolve().parents[2] / "shared/data/multi30k"
@@ -762,8 +762,8 @@ def test_a_dripping_server_is_reported_not_waited_for(server, tmp_path):
 def test_a_second_download_into_the_folder_is_refused(server, tmp_path):
     import os
 
-    from nmt.errors import BusyError
-    from nmt.files import folder_lock
+    from nmt.core.errors import BusyError
+    from nmt.core.files import folder_lock
 
     files = tiny_files()
     spec = tiny_spec(serve(server, files), files)

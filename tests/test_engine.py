@@ -19,19 +19,18 @@ import pytest
 import torch
 from conftest import SAMPLE_DIR
 
-from nmt import checkpoint
 from nmt.config import InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig
-from nmt.errors import ConfigError
-from nmt.progress import Progress
-from nmt.translate import Translator
-from nmt.vocab import EOS
+from nmt.core.errors import ConfigError
+from nmt.core.progress import Progress
+from nmt.core.vocab import EOS
+from nmt.inference.translator import Translator
+from nmt.model import checkpoint
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from nmt import conversions  # noqa: E402  (imports ctranslate2's users only where it exists)
-from nmt import engine as engines  # noqa: E402
-from nmt.engine import Needs, open_engine  # noqa: E402
-from nmt.export import CTranslate2Translator  # noqa: E402
+from nmt.inference import conversions, engines  # noqa: E402  (ctranslate2's users, only where it exists)
+from nmt.inference.ct2_engine import CTranslate2Translator  # noqa: E402
+from nmt.inference.engines import Needs, open_engine  # noqa: E402
 
 N_LINES = 40
 
@@ -158,7 +157,7 @@ def test_translate_cli_output_file_identical_on_both_engines(ending_checkpoint, 
     """`nmt translate -o` and --nbest: the same files from both engines; auto says which it took, once."""
     from typer.testing import CliRunner
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     src = tmp_path / "in.en"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -265,7 +264,7 @@ def test_a_damaged_entry_is_converted_again(ending_checkpoint, lines, damage, wh
 CONVERT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from nmt.conversions import converted
+    from nmt.inference.conversions import converted
     print("calling", flush=True)
     entry = converted(Path(sys.argv[1]), lambda e: print(e.message, flush=True))
     print("entry", entry, flush=True)
@@ -275,7 +274,7 @@ CONVERT = textwrap.dedent("""
 @pytest.mark.slow
 def test_concurrent_first_use_converts_once(tiny_checkpoint, tmp_path):
     """Two processes asking at once: one converts, the other waits for the lock and finds the entry."""
-    from nmt.cache import locked
+    from nmt.core.usercache import locked
 
     env = {**os.environ, "NMT_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     sha = conversions.checkpoint_digest(tiny_checkpoint)
@@ -313,9 +312,18 @@ def test_an_unwritable_cache(tiny_checkpoint, tmp_path, monkeypatch):
 
 
 def unexportable(monkeypatch):
-    import nmt.export as export
+    import nmt.inference.ct2_export as export
 
     monkeypatch.setitem(export.EXPORTABLE, "norm", ("post",))
+
+
+def no_ctranslate2_equivalent(monkeypatch, field: str):
+    import dataclasses
+
+    import nmt.inference.decoding as decoding
+
+    monkeypatch.setattr(decoding, "OPTIONS", tuple(dataclasses.replace(o, ct2="", ct2_engine="") if o.field == field
+                                                   else o for o in decoding.OPTIONS))
 
 
 def not_installed(monkeypatch):
@@ -329,6 +337,7 @@ def not_installed(monkeypatch):
     ("one", {}, {"precision": Precision.BF16}, Needs(), "--precision bf16: CTranslate2 has no bfloat16 on this cpu"),
     ("not installed", {}, {}, Needs(), "CTranslate2 is not installed (pip install 'nmt-toolkit[ct2]')"),
     ("unexportable", {}, {}, Needs(), "cannot be exported to CTranslate2 (no CTranslate2 equivalent for norm 'pre')"),
+    ("no keyword", {"lenpen": 0.3}, {}, Needs(), "--lenpen: CTranslate2 has no such option"),
 ])
 def test_auto_falls_back_on_torch_and_says_why(tiny_checkpoint, monkeypatch, tmp_path, case, search, inference, needs,
                                                why):
@@ -339,6 +348,8 @@ def test_auto_falls_back_on_torch_and_says_why(tiny_checkpoint, monkeypatch, tmp
         not_installed(monkeypatch)
     if case == "unexportable":
         unexportable(monkeypatch)
+    if case == "no keyword":  # a decoding option the table gives no CTranslate2 equivalent: torch's alone
+        no_ctranslate2_equivalent(monkeypatch, "lenpen")
     models = [tiny_checkpoint] * (2 if case == "ensemble" else 1)
     events: list[Progress] = []
     inference = Overrides(InferenceConfig, {"engine": "auto", "threads": 1, **inference})

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt import checkpoint
-from nmt.ensemble import Ensemble
-from nmt.search import SearchConfig, beam_search, greedy_search
-from nmt.translate import Translator
-from nmt.vocab import BOS, EOS
+from nmt.core.vocab import BOS, EOS
+from nmt.inference.ensemble import Ensemble
+from nmt.inference.search import SearchConfig, beam_search, greedy_search
+from nmt.inference.translator import Translator
+from nmt.model import checkpoint
 
 A = 4  # the token "a"; vocabulary PAD UNK BOS EOS a
 V = 5

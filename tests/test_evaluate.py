@@ -2,8 +2,8 @@
 
 import pytest
 
-from nmt.errors import InputError
-from nmt.evaluate import bleu, paired_bootstrap, score
+from nmt.core.errors import InputError
+from nmt.inference.evaluate import bleu, paired_bootstrap, score
 
 
 def by_name(scores):

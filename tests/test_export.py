@@ -15,18 +15,18 @@ import pytest
 import torch
 from conftest import SAMPLE_DIR, torch_threads
 
-from nmt import checkpoint
-from nmt.bpe import BpeTokenizer
+from nmt.compute.precision import prepare_model
 from nmt.config import ModelConfig, TrainConfig
-from nmt.dataset import DataIdentity
-from nmt.errors import ConfigError, InputError, OutputError
-from nmt.kernels import prepare_model
-from nmt.model import Transformer
-from nmt.search import Hypothesis, SearchConfig
-from nmt.tokenizer import digest
-from nmt.tokenizer import from_file as tokenizer_from_file
-from nmt.translate import Translator
-from nmt.vocab import BOS, EOS, PAD, UNK
+from nmt.core.errors import ConfigError, InputError, OutputError
+from nmt.core.vocab import BOS, EOS, PAD, UNK
+from nmt.data.dataset import DataIdentity
+from nmt.inference.search import Hypothesis, SearchConfig
+from nmt.inference.translator import Translator
+from nmt.model import checkpoint
+from nmt.model.transformer import Transformer
+from nmt.text.bpe import BpeTokenizer
+from nmt.text.tokenizer import digest
+from nmt.text.tokenizer import from_file as tokenizer_from_file
 
 N_LINES = 50
 
@@ -71,14 +71,14 @@ def ctranslate2():
 
 
 def export_to(ckpt: Path, out: Path, **kw) -> Path:
-    from nmt.export import export_ctranslate2
+    from nmt.inference.ct2_export import export_ctranslate2
 
     export_ctranslate2(ckpt, out, **kw)
     return out
 
 
 def test_vocabulary_specials_and_ids(tiny_bpe, ctranslate2, tmp_path):
-    from nmt.export import SPECIAL_TOKENS, ctranslate2_vocabulary
+    from nmt.inference.ct2_export import SPECIAL_TOKENS, ctranslate2_vocabulary
 
     tok = BpeTokenizer.from_file(tiny_bpe)
     vocab = ctranslate2_vocabulary(tok)
@@ -98,7 +98,8 @@ def test_vocabulary_specials_and_ids(tiny_bpe, ctranslate2, tmp_path):
 def test_sentencepiece_vocabulary_and_files(tiny_spm, ctranslate2, tmp_path, sample_lines):
     """A SentencePiece model exports as youtokentome's does: its pieces are the vocabulary, its model file
     travels with the export, and the exported model translates with it."""
-    from nmt.export import CTranslate2Translator, ctranslate2_vocabulary
+    from nmt.inference.ct2_engine import CTranslate2Translator
+    from nmt.inference.ct2_export import ctranslate2_vocabulary
 
     tok = tokenizer_from_file(tiny_spm)
     vocab = ctranslate2_vocabulary(tok)
@@ -116,7 +117,7 @@ def test_sentencepiece_vocabulary_and_files(tiny_spm, ctranslate2, tmp_path, sam
 @pytest.mark.parametrize("norm, positions", [("pre", "sinusoidal"), ("post", "sinusoidal"), ("pre", "learned")])
 def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_lines, norm, positions):
     """Teacher-forced token log-probabilities of the exported model equal nmt's (random weights)."""
-    from nmt.export import ctranslate2_vocabulary
+    from nmt.inference.ct2_export import ctranslate2_vocabulary
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, norm=norm, positions=positions)
     out = export_to(ckpt, tmp_path / "ct2")
@@ -137,7 +138,7 @@ def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_l
 
 @pytest.mark.parametrize("tokenizer", ["tiny_bpe", "tiny_spm"])
 def test_greedy_identical_on_random_model(request, tokenizer, ctranslate2, tmp_path, sample_lines):
-    from nmt.export import CTranslate2Translator
+    from nmt.inference.ct2_engine import CTranslate2Translator
 
     ckpt = random_checkpoint(tmp_path / "r.pt", request.getfixturevalue(tokenizer), seed=3)
     out = export_to(ckpt, tmp_path / "ct2")
@@ -173,7 +174,7 @@ def test_identical_translations_trained_model(tiny_checkpoint, ending_checkpoint
     Hypotheses that reach the length limit are compared only for greedy search: there nmt forces EOS
     and CTranslate2 stops without it, so beam search may rank them differently (documented).
     """
-    from nmt.export import CTranslate2Translator
+    from nmt.inference.ct2_engine import CTranslate2Translator
 
     model = tiny_checkpoint if which == "trained" else ending_checkpoint
     out = export_to(model, tmp_path / "ct2")
@@ -211,7 +212,7 @@ def test_identical_translations_trained_model(tiny_checkpoint, ending_checkpoint
      dict(beam_size=1, num_hypotheses=3, sampling_topk=10, sampling_topp=0.9, sampling_temperature=0.7)),
 ])
 def test_ctranslate2_options(ctranslate2, cfg, expected):
-    from nmt.export import NO_PENALTY, ctranslate2_options
+    from nmt.inference.ct2_engine import NO_PENALTY, ctranslate2_options
 
     opts = ctranslate2_options(cfg)
     assert {k: opts[k] for k in expected} == expected
@@ -227,8 +228,8 @@ def test_ctranslate2_options(ctranslate2, cfg, expected):
     (0.3, "gnmt", (1, 3, 6), [0, 1, 2]),
 ])
 def test_rank_hypotheses_uses_nmts_length_penalty(lenpen, kind, lengths, order):
-    from nmt.export import rank_hypotheses
-    from nmt.search import length_penalty
+    from nmt.inference.ct2_engine import rank_hypotheses
+    from nmt.inference.search import length_penalty
 
     hyps = [Hypothesis(list(range(4, 4 + n)), 0.0, lp) for n, lp in zip(lengths, (-2.0, -3.0, -3.5))]
     cfg = SearchConfig(beam=3, nbest=3, lenpen=lenpen, lenpen_type=kind)
@@ -238,7 +239,7 @@ def test_rank_hypotheses_uses_nmts_length_penalty(lenpen, kind, lengths, order):
 
 
 def test_export_refuses_non_empty_folder_without_force(tiny_bpe, ctranslate2, tmp_path):
-    from nmt.export import export_ctranslate2
+    from nmt.inference.ct2_export import export_ctranslate2
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe)
     (tmp_path / "busy").mkdir()
@@ -263,7 +264,7 @@ def leftovers(parent: Path) -> list[str]:
 
 def test_export_output_folder_rules(tiny_bpe, ctranslate2, tmp_path):
     """An empty folder is written into without --force; a file in the way is refused even with it."""
-    from nmt.export import export_ctranslate2
+    from nmt.inference.ct2_export import export_ctranslate2
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe)
     (tmp_path / "empty").mkdir()
@@ -279,7 +280,7 @@ def test_failed_export_leaves_the_previous_export_whole(tiny_bpe, ctranslate2, t
     """--force replaces OUT only once the new folder is complete: a failure at any stage leaves the old one."""
     import errno
 
-    import nmt.export as export
+    import nmt.inference.ct2_export as export
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, norm="post")
     out = export_to(ckpt, tmp_path / "ct2")
@@ -323,7 +324,7 @@ def test_export_cli_errors_are_one_line(tiny_checkpoint, ctranslate2, tmp_path):
 
 
 def test_export_int8_weights_load_and_translate(tiny_checkpoint, ctranslate2, tmp_path, sample_lines):
-    from nmt.export import CTranslate2Translator
+    from nmt.inference.ct2_engine import CTranslate2Translator
 
     fp32 = export_to(tiny_checkpoint, tmp_path / "fp32")
     int8 = export_to(tiny_checkpoint, tmp_path / "int8", quantization="int8")
@@ -335,7 +336,7 @@ def test_export_int8_weights_load_and_translate(tiny_checkpoint, ctranslate2, tm
 def test_export_cli(tiny_checkpoint, ctranslate2, tmp_path):
     from typer.testing import CliRunner
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     result = CliRunner().invoke(app, ["export", "--format", "ctranslate2", str(tiny_checkpoint), str(tmp_path / "m")])
     assert result.exit_code == 0, result.output
@@ -345,7 +346,7 @@ def test_export_cli(tiny_checkpoint, ctranslate2, tmp_path):
 
 
 def test_missing_ctranslate2_is_a_clear_error(monkeypatch, tmp_path):
-    from nmt.export import export_ctranslate2
+    from nmt.inference.ct2_export import export_ctranslate2
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # `import ctranslate2` now raises ImportError
     with pytest.raises(ConfigError, match="pip install ctranslate2"):
@@ -356,7 +357,7 @@ def test_missing_ctranslate2_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_int8_quantises_every_linear_and_the_output_projection(tiny_checkpoint):
-    from nmt.kernels import Int8Linear
+    from nmt.compute.precision import Int8Linear
 
     model = checkpoint.load(tiny_checkpoint).build_model()
     n_linear = sum(type(m) is torch.nn.Linear for m in model.modules())
@@ -410,7 +411,7 @@ def test_precision_errors(tiny_checkpoint, precision, device, message):
 def test_translate_cli_int8(tiny_checkpoint, tmp_path, sample_lines):
     from typer.testing import CliRunner
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     src = tmp_path / "in.en"
     src.write_text("\n".join(sample_lines[:3]) + "\n\n")
@@ -428,7 +429,7 @@ def test_translate_cli_int8(tiny_checkpoint, tmp_path, sample_lines):
 
 def test_prepared_model_computes_the_same_log_probs(tiny_checkpoint, sample_lines):
     """fp32 inference (fused q|k|v, the cached step) computes what the model as trained computes."""
-    from nmt.search import search
+    from nmt.inference.search import search
 
     plain = checkpoint.load(tiny_checkpoint).build_model()
     prepared = prepare_model(checkpoint.load(tiny_checkpoint).build_model(), "fp32")
@@ -450,13 +451,13 @@ def test_prepared_model_computes_the_same_log_probs(tiny_checkpoint, sample_line
 
 def test_cli_import_does_not_import_torch():
     """`nmt --help` starts fast: importing the CLI must not import torch (or ctranslate2)."""
-    code = "import nmt.cli, sys; assert 'torch' not in sys.modules and 'ctranslate2' not in sys.modules, sorted(sys.modules)"
+    code = "import nmt.cli.main, sys; assert 'torch' not in sys.modules and 'ctranslate2' not in sys.modules, sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_help_lists_export_without_torch():
-    code = ("import sys, nmt.cli\n"
-            "try:\n    nmt.cli.app(['--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys, nmt.cli.main\n"
+            "try:\n    nmt.cli.main.app(['--help'])\nexcept SystemExit:\n    pass\n"
             "assert 'torch' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], check=True, timeout=60, capture_output=True, text=True)
     assert "export" in out.stdout

@@ -1,4 +1,4 @@
-"""nmt.files: atomic writes into what is not a plain file."""
+"""nmt.core.files: atomic writes into what is not a plain file."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.errors import OutputError
-from nmt.files import atomic_write
+from nmt.core.errors import OutputError
+from nmt.core.files import atomic_write
 
 
 def test_atomic_write_replaces_a_file_whole(tmp_path):
@@ -94,7 +94,7 @@ def packed(kind: str, text: str) -> bytes:
     ("bom.gz", gz("\ufeff" + TEXT)),
 ])
 def test_read_lines_and_byte_blocks_read_text_plain_or_gzip(tmp_path, name, content):
-    from nmt.files import byte_blocks, count_lines, read_lines
+    from nmt.core.files import byte_blocks, count_lines, read_lines
 
     path = tmp_path / name
     path.write_bytes(content)
@@ -117,8 +117,8 @@ def test_read_lines_and_byte_blocks_read_text_plain_or_gzip(tmp_path, name, cont
     (b"PK\x03\x04" + b"\x00" * 20, ["zip-compressed data"]),
 ])
 def test_damaged_gzip_is_an_input_error_naming_the_file(tmp_path, content, words):
-    from nmt.errors import InputError
-    from nmt.files import byte_blocks, read_lines
+    from nmt.core.errors import InputError
+    from nmt.core.files import byte_blocks, read_lines
 
     path = tmp_path / "damaged.gz"
     path.write_bytes(content)
@@ -134,7 +134,7 @@ def test_byte_blocks_inflate_gzip_as_it_arrives():
     (what lets `... | gzip-flushing producer | nmt translate` answer line by line)."""
     import zlib
 
-    from nmt.files import byte_blocks
+    from nmt.core.files import byte_blocks
 
     read_fd, write_fd = os.pipe()
     pack = zlib.compressobj(wbits=31)
@@ -157,7 +157,7 @@ def test_byte_blocks_inflate_a_large_expansion_in_bounded_blocks():
     """A few kilobytes that inflate to 50 MB come out in blocks of at most READ_BLOCK bytes."""
     import gzip
 
-    from nmt.files import READ_BLOCK, byte_blocks
+    from nmt.core.files import READ_BLOCK, byte_blocks
 
     read_fd, write_fd = os.pipe()
     os.write(write_fd, gzip.compress(b"\n" * 50_000_000))
@@ -170,7 +170,7 @@ def test_byte_blocks_inflate_a_large_expansion_in_bounded_blocks():
 def test_atomic_write_gzips_text_named_gz(tmp_path):
     import gzip
 
-    from nmt.files import read_lines
+    from nmt.core.files import read_lines
 
     for name in ("out.gz", "out.de.gz"):
         with atomic_write(tmp_path / name, "w") as f:
@@ -194,8 +194,8 @@ def test_atomic_write_gzips_text_named_gz(tmp_path):
 
 
 def test_a_name_never_stands_for_its_gz(tmp_path):
-    from nmt.errors import InputError
-    from nmt.files import check_input_file, read_lines, resolve_prefixed
+    from nmt.core.errors import InputError
+    from nmt.core.files import check_input_file, read_lines, resolve_prefixed
 
     (tmp_path / "x.gz").write_bytes(gz(TEXT))
     with pytest.raises(InputError, match="x.gz exists: give that name"):
@@ -212,8 +212,8 @@ def test_a_name_never_stands_for_its_gz(tmp_path):
 
 
 def outputs_error(outputs, inputs, **kw) -> str:
-    from nmt.errors import OutputError
-    from nmt.files import check_outputs
+    from nmt.core.errors import OutputError
+    from nmt.core.files import check_outputs
 
     with pytest.raises(OutputError) as e:
         check_outputs(outputs, inputs, **kw)
@@ -221,7 +221,7 @@ def outputs_error(outputs, inputs, **kw) -> str:
 
 
 def test_check_outputs_finds_an_input_by_path_link_and_inode(tmp_path):
-    from nmt.files import Output, check_outputs
+    from nmt.core.files import Output, check_outputs
 
     (tmp_path / "c.txt").write_text("corpus\n")
     (tmp_path / "sub").mkdir()
@@ -237,7 +237,7 @@ def test_check_outputs_finds_an_input_by_path_link_and_inode(tmp_path):
 
 
 def test_check_outputs_folders_and_what_they_own(tmp_path):
-    from nmt.files import Output, check_outputs
+    from nmt.core.files import Output, check_outputs
 
     run = tmp_path / "run"
     run.mkdir()
@@ -261,7 +261,7 @@ def test_check_outputs_refuses_stdout_and_stderr_redirected_to_an_input(tmp_path
     import sys
 
     (tmp_path / "c.txt").write_text("text\n")
-    code = ("from pathlib import Path; from nmt.files import check_outputs; from nmt.errors import OutputError\n"
+    code = ("from pathlib import Path; from nmt.core.files import check_outputs; from nmt.core.errors import OutputError\n"
             "try: check_outputs([], [('--input', Path('c.txt'))])\n"
             "except OutputError as e: print(e, file=open('message', 'w'))\n")
     with open(tmp_path / "c.txt", "a") as redirect:  # `>> c.txt`: not even emptied, still refused
@@ -276,7 +276,7 @@ def test_check_outputs_refuses_stdin_read_from_an_output(tmp_path):
     import sys
 
     (tmp_path / "x.txt").write_text("text\n")
-    code = ("from pathlib import Path; from nmt.files import Output, check_outputs; from nmt.errors import OutputError\n"
+    code = ("from pathlib import Path; from nmt.core.files import Output, check_outputs; from nmt.core.errors import OutputError\n"
             "check_outputs([Output('--output', Path('x.txt'))], [])\n"
             "try: check_outputs([Output('--output', Path('x.txt'))], [], reads_stdin=True)\n"
             "except OutputError as e: print(e)\n")
@@ -292,8 +292,8 @@ def test_check_outputs_refuses_stdin_read_from_an_output(tmp_path):
 def test_check_outputs_refuses_exactly_the_outputs_that_are_inputs(tmp_path_factory, inputs, output):
     """Whatever the spelling (relative parts, symbolic or hard links), an output file is refused exactly
     when it names the same file as an input (or, not there yet, the same path)."""
-    from nmt.errors import OutputError
-    from nmt.files import Output, check_outputs
+    from nmt.core.errors import OutputError
+    from nmt.core.files import Output, check_outputs
 
     root = tmp_path_factory.mktemp("paths")
     (root / "d").mkdir()
@@ -316,7 +316,7 @@ def test_check_outputs_refuses_exactly_the_outputs_that_are_inputs(tmp_path_fact
 def test_byte_blocks_never_wait_for_more_than_text_needs(first):
     """A short first line (even one that starts like a signature) is passed on at once: waiting for the
     bytes that would tell a compression apart would hold up an interactive pipe."""
-    from nmt.files import byte_blocks
+    from nmt.core.files import byte_blocks
 
     read_fd, write_fd = os.pipe()
     os.write(write_fd, first)

@@ -16,8 +16,8 @@ import torch
 from conftest import BPE_MODELS, SAMPLE_DIR
 from test_cli import assert_user_error, nmt, ok
 
-from nmt import checkpoint
-from nmt.trainer import learning_rate
+from nmt.model import checkpoint
+from nmt.training.schedule import learning_rate
 
 TRAIN = ["--preset", "tiny", "--warmup", "100",
          "--valid-interval", "1000", "--valid-bleu-sentences", "0", "--save-interval", "1000", "--threads", "1"]

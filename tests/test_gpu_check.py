@@ -105,7 +105,7 @@ def test_line_comparison(gpu_check):
 
 
 def test_a_logged_nan_fails_an_fp16_overflow_does_not(gpu_check, tmp_path):
-    # As nmt.trainer logs them: applied updates, skipped ones (with the reason) and the validation.
+    # As nmt.training.trainer logs them: applied updates, skipped ones (with the reason) and the validation.
     records = ['{"update": 1, "loss": 7.0, "elapsed": 0.1, "tok/s": 10.0}',
                '{"update": 2, "skipped": "fp16 gradient overflow; loss scale now 32768"}',
                '{"update": 2, "loss": 6.0, "elapsed": 0.2, "tok/s": 10.0}',

@@ -34,14 +34,14 @@ import torch
 from conftest import SAMPLE_DIR
 from test_cli import assert_user_error, nmt, ok
 
-from nmt import checkpoint
 from nmt.config import Overrides, SearchConfig
-from nmt.errors import NmtError
+from nmt.core.errors import NmtError
+from nmt.core.vocab import BOS, EOS, PAD
 from nmt.importers.marian import import_marian
-from nmt.model import NEVER_GENERATED_BIAS
-from nmt.tokenizer import load_tokenizer
-from nmt.translate import Translator
-from nmt.vocab import BOS, EOS, PAD
+from nmt.inference.translator import Translator
+from nmt.model import checkpoint
+from nmt.model.transformer import NEVER_GENERATED_BIAS
+from nmt.text.tokenizer import load_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers (imported by the fixtures) never goes online
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -279,7 +279,10 @@ def test_search_equals_generate(name, beam, lenpen, hf, imported):
             assert abs(out.sequences_scores[i].item() - hyp.score) < 1e-5
         assert result.text == tok.decode(ids, skip_special_tokens=True, use_source_tokenizer=False)
         ended += steps < MAX_LENGTH - 1
-    assert ended == (0 if name == "peaky" else len(LINES))  # the limit, or their own ends
+    # peaky loops to the limit; the others end on their own, all but at most one line: which line of a random
+    # model still ends within the limit at beam 5 depends on the CPU's last float bits (15 of 16 on a Zen 5,
+    # 16 on Sapphire Rapids), while nmt and generate agree token for token on every line either way (above).
+    assert ended == 0 if name == "peaky" else ended >= len(LINES) - 1
 
 
 def test_greedy_search_equals_opus_mt_stock_settings(hf, imported):
@@ -494,7 +497,7 @@ def test_both_engines_translate_an_imported_model_alike(imported, tmp_path, monk
     length limit (there nmt forces EOS, CTranslate2 stops without it)."""
     pytest.importorskip("ctranslate2")
     from nmt.config import InferenceConfig
-    from nmt.engine import open_engine
+    from nmt.inference.engines import open_engine
 
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
     search = Overrides(SearchConfig, dict(beam=4, lenpen=1.0, lenpen_type="power", **LIMIT))
@@ -557,7 +560,8 @@ def test_export_to_ctranslate2_gives_nmt_outputs(imported, tmp_path):
     exported model: its translations are nmt's wherever nmt's did not stop at the length limit (there nmt
     forces EOS, CTranslate2 stops without it)."""
     pytest.importorskip("ctranslate2")
-    from nmt.export import CTranslate2Translator, export_ctranslate2
+    from nmt.inference.ct2_engine import CTranslate2Translator
+    from nmt.inference.ct2_export import export_ctranslate2
 
     for name in ("ending", "relu"):
         export_ctranslate2(imported[name], tmp_path / name)
@@ -587,7 +591,7 @@ def write_pairs(prefix: Path, start: int, n: int) -> Path:
 def test_prepare_encodes_each_side_with_its_own_model(imported, tmp_path):
     """`nmt prepare --bpe MODEL.pt`: the source side with source.spm, the target side with target.spm, both
     through the shared table; the store keeps both models and the table."""
-    from nmt.dataset import ParallelDataset, data_identity
+    from nmt.data.dataset import ParallelDataset, data_identity
 
     prefix = write_pairs(tmp_path / "train", 3000, 200)
     ok(nmt("prepare", "--bpe", imported["relu"], "--train", prefix, "--src", "en", "--tgt", "de",
@@ -611,8 +615,8 @@ def test_prepare_encodes_each_side_with_its_own_model(imported, tmp_path):
 def test_fine_tuning_lowers_the_validation_loss(imported, tmp_path):
     """`nmt prepare --bpe` + `nmt train --init-from` on toy data: the validation loss (NLL per token) of the
     imported model falls; the fine-tuned model keeps the Marian switches and the search defaults."""
-    from nmt.dataset import read_tokenizer
-    from nmt.validation import Validator
+    from nmt.data.dataset import read_tokenizer
+    from nmt.training.validation import Validator
 
     train, valid = write_pairs(tmp_path / "train", 0, 1000), write_pairs(tmp_path / "valid", 5000, 100)
     data = tmp_path / "data"

@@ -5,11 +5,12 @@ shared source, the prepared fp32 model and the int8 layers."""
 import pytest
 import torch
 
-from nmt import kernels
+from nmt.compute import precision as kernels
+from nmt.compute.precision import Int8Linear, prepare_model
 from nmt.config import ModelConfig
-from nmt.kernels import Int8Linear, prepare_model
-from nmt.model import SourceMemory, Transformer, function_of
-from nmt.vocab import BOS, EOS, PAD
+from nmt.core.vocab import BOS, EOS, PAD
+from nmt.model.layers import function_of
+from nmt.model.transformer import SourceMemory, Transformer
 
 V, D, H, FF, P = 29, 32, 4, 48, 64
 

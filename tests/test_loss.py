@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.loss import Workspace, label_smoothed_loss, projected_loss
-from nmt.vocab import PAD
+from nmt.core.vocab import PAD
+from nmt.model.loss import Workspace, label_smoothed_loss, projected_loss
 
 
 def test_label_smoothing_hand_computed():
@@ -83,7 +83,7 @@ def test_projected_loss_equals_projection_then_loss(eps, with_bias):
 
 def _fused(h, w, target, eps, workspace, bias=None):
     """projected_loss in float64 (the public function insists on float32, the training precision)."""
-    from nmt.loss import _ProjectedLoss
+    from nmt.model.loss import _ProjectedLoss
 
     return _ProjectedLoss.apply(h, w, target, eps, workspace, bias)
 

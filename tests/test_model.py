@@ -7,17 +7,15 @@ import torch
 import torch.nn.functional as F
 
 from nmt.config import PRESETS, ModelConfig, TrainConfig, from_dict, from_preset, to_dict
-from nmt.errors import ConfigError
-from nmt.model import (
-    Dropout,
-    KVCache,
-    Sublayer,
+from nmt.core.errors import ConfigError
+from nmt.core.vocab import BOS, EOS, PAD, UNK
+from nmt.model.layers import Dropout, KVCache, Sublayer
+from nmt.model.transformer import (
     Transformer,
     count_parameters,
     sinusoidal_halves_table,
     sinusoidal_table,
 )
-from nmt.vocab import BOS, EOS, PAD, UNK
 
 V, D, H, FF, P = 13, 16, 4, 24, 32  # tiny: vocabulary, d_model, heads, d_ff, max_positions
 NORMS = ["pre", "post"]

@@ -1,4 +1,4 @@
-"""nmt.options: each config field declared once gives its command-line option, its --help text, its
+"""nmt.cli.options: each config field declared once gives its command-line option, its --help text, its
 default and its TOML key; what the user gave reaches the command as typed Overrides."""
 
 from __future__ import annotations
@@ -6,14 +6,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import pytest
 import typer
 import typer.main
 from typer.testing import CliRunner
 
-from nmt.cli import app
+from nmt.cli.main import app
+from nmt.cli.options import with_config_options
 from nmt.config import (
     FilterConfig,
     InferenceConfig,
@@ -21,6 +22,7 @@ from nmt.config import (
     Overrides,
     Precision,
     SearchConfig,
+    ServeConfig,
     TrainConfig,
     choices_of,
     fields_of,
@@ -31,16 +33,34 @@ from nmt.config import (
     to_dict,
     to_toml,
 )
-from nmt.errors import ConfigError
-from nmt.options import with_config_options
+from nmt.config.command_options import (
+    AverageOptions,
+    BpeOptions,
+    DemoOptions,
+    DownloadOptions,
+    EvalOptions,
+    ExportOptions,
+    ImportMarianOptions,
+    ListenOptions,
+    PrepareOptions,
+    ProgramOptions,
+    TrainRunOptions,
+    TranslateOptions,
+)
+from nmt.core.errors import ConfigError
 
-# Which commands offer which config classes' options.
+# Which commands offer which config classes' options (every option of every command is declared).
 COMMANDS = {
-    "train": (ModelConfig, TrainConfig),
-    "prepare": (FilterConfig,),
-    "translate": (SearchConfig, InferenceConfig),
-    "eval": (SearchConfig, InferenceConfig),
-    "serve": (SearchConfig, InferenceConfig),
+    "bpe": (BpeOptions,),
+    "train": (TrainRunOptions, ModelConfig, TrainConfig),
+    "prepare": (PrepareOptions, FilterConfig),
+    "average": (AverageOptions,),
+    "translate": (TranslateOptions, SearchConfig, InferenceConfig),
+    "eval": (EvalOptions, SearchConfig, InferenceConfig),
+    "demo": (DemoOptions,),
+    "download": (DownloadOptions,),
+    "serve": (ListenOptions, SearchConfig, InferenceConfig, ServeConfig),
+    "export": (ExportOptions,),
 }
 
 
@@ -188,3 +208,45 @@ def test_a_damaged_compressed_config_file_is_one_line(tmp_path: Path):
     with pytest.raises(ConfigError, match="c.toml.gz") as e:
         read_config_file(config)
     assert "\n" not in str(e.value)
+
+
+def test_the_program_and_import_marian_options_come_from_the_declarations():
+    group = typer.main.get_command(app)
+    for params, cls in ((group.params, ProgramOptions), (group.commands["import"].commands["marian"].params,
+                                                         ImportMarianOptions)):
+        by_name = {p.name: p for p in params}
+        for name, f in fields_of(cls).items():
+            assert flag_of(cls, name) in by_name[name].opts and by_name[name].help == spec_of(f).help
+
+
+def test_no_command_writes_its_options_by_hand():
+    """Every option is a declared field (nmt.config): the only typer.Option is the one nmt.cli.options builds."""
+    root = Path(__file__).resolve().parent.parent / "nmt" / "cli"
+    found = {str(p.relative_to(root)): p.read_text().count("typer.Option(") for p in root.rglob("*.py")}
+    assert {name: n for name, n in found.items() if n} == {"options.py": 1}
+
+
+@dataclasses.dataclass
+class Job:
+    files: List[Path] = option(None, "Files.", required=True)
+    sample: Optional[int] = option(None, "Sample.", example="--sample N")
+    seed: Optional[int] = option(None, "Seed.", requires="sample")
+
+    def validate(self) -> "Job":
+        from nmt.config import check_fields
+
+        check_fields(self)
+        return self
+
+
+def test_a_repeated_path_option_is_checked_and_a_suggestion_shows_its_value():
+    assert Overrides(Job, {"files": [Path("a")]}).apply().files == [Path("a")]
+    with pytest.raises(ConfigError, match="^--files .*should be a list of a path$"):
+        Overrides(Job, {"files": ["a"]}).apply()
+    with pytest.raises(ConfigError, match="^--seed only applies with --sample; add --sample N or drop --seed$"):
+        Overrides(Job, {"files": [], "seed": 3}).apply()
+
+
+def test_a_required_option_has_no_default_on_the_command_line():
+    params = click_params("bpe")
+    assert params["train"].required and params["out"].required and not params["vocab_size"].required

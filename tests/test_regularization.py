@@ -1,4 +1,4 @@
-"""nmt.regularization: a fresh sampled segmentation of the training split per epoch (--bpe-dropout),
+"""nmt.data.regularization: a fresh sampled segmentation of the training split per epoch (--bpe-dropout),
 deterministic per (seed, epoch), decoding to the same text, and exact on resume."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 import torch
 from conftest import prepare_sample, torch_threads
 
-from nmt import checkpoint
-from nmt.batching import collate
-from nmt.dataset import ParallelDataset, read_tokenizer
-from nmt.errors import InputError
-from nmt.regularization import Resegmenter, pack
-from nmt.train import train
+from nmt.core.errors import InputError
+from nmt.data.batches import collate
+from nmt.data.dataset import ParallelDataset, read_tokenizer
+from nmt.data.regularization import Resegmenter, pack
+from nmt.model import checkpoint
+from nmt.training.launch import train
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_training_with_bpe_dropout_resumes_exactly(data, tmp_path):
 
 @pytest.fixture(scope="module")
 def spm_data(tiny_spm, tiny_corpus, tmp_path_factory) -> Path:
-    from nmt.dataset import prepare
+    from nmt.data.dataset import prepare
 
     out = tmp_path_factory.mktemp("reg_spm") / "data"
     prepare(tiny_spm, out, "en", "de", tiny_corpus / "train", tiny_corpus / "valid")
@@ -161,7 +161,7 @@ def test_a_tokenizer_that_cannot_sample_stops_the_start(tmp_path, monkeypatch):
     """A SentencePiece word model has no sampling: the error comes before training (and before any spawn)."""
     import sentencepiece as spm
 
-    from nmt.dataset import prepare
+    from nmt.data.dataset import prepare
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -173,7 +173,7 @@ def test_a_tokenizer_that_cannot_sample_stops_the_start(tmp_path, monkeypatch):
                                    model_prefix=str(tmp_path / "word"), vocab_size=14, pad_id=0, unk_id=1, bos_id=2,
                                    eos_id=3, minloglevel=2)
     prepare(tmp_path / "word.model", tmp_path / "data", "en", "de", corpus / "train", corpus / "valid")
-    monkeypatch.setattr("nmt.train.spawn", lambda *a, **k: pytest.fail("spawned"))
+    monkeypatch.setattr("nmt.training.launch.spawn", lambda *a, **k: pytest.fail("spawned"))
     for nproc in (1, 2):
         with pytest.raises(InputError, match="--bpe-dropout needs a unigram or BPE SentencePiece model"):
             train(tmp_path / "data", tmp_path / "run", preset="tiny", model_overrides=MODEL,

@@ -20,10 +20,10 @@ import pytest
 import torch
 from conftest import prepare_sample, torch_threads
 
-from nmt import checkpoint
-from nmt.errors import CheckpointError
-from nmt.train import train
-from nmt.trainer import Trainer
+from nmt.core.errors import CheckpointError
+from nmt.model import checkpoint
+from nmt.training.launch import train
+from nmt.training.trainer import Trainer
 
 MODEL = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64)  # dropout 0.1 (tiny preset)
 TRAIN = dict(max_tokens=256, update_tokens=600, warmup=10, log_interval=1, valid_interval=1000, save_interval=1000,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.errors import ConfigError
-from nmt.search import SearchConfig, draw, sample_search, sampling_probs
-from nmt.translate import Translator
-from nmt.vocab import EOS
+from nmt.core.errors import ConfigError
+from nmt.core.vocab import EOS
+from nmt.inference.search import SearchConfig, draw, sample_search, sampling_probs
+from nmt.inference.translator import Translator
 
 NEG = float("-inf")
 P = torch.tensor([[0.5, 0.3, 0.15, 0.05]])  # four tokens, sorted by probability

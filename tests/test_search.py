@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from nmt.config import ModelConfig
-from nmt.model import Transformer
-from nmt.search import (
+from nmt.core.vocab import BOS, EOS, PAD, UNK
+from nmt.inference.search import (
     SearchConfig,
     argmax_by_chunks,
     beam_search,
@@ -25,7 +25,7 @@ from nmt.search import (
     select_alive,
     top_totals_by_chunks,
 )
-from nmt.vocab import BOS, EOS, PAD, UNK
+from nmt.model.transformer import Transformer
 
 A, B_ = 4, 5  # the tokens "a" and "b"
 V = 6
@@ -625,3 +625,53 @@ def test_shared_source_equals_copied_source(real_model, beam, nbest):
     for a, b in zip(shared, copied):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.log_prob for h in a] == pytest.approx([h.log_prob for h in b], abs=1e-4)
+
+
+# -- the table of decoding options -----------------------------------------------------------------
+
+
+def test_every_search_option_has_one_row_of_the_decoding_table():
+    """A field added to SearchConfig needs its row in nmt.inference.decoding (what each engine and the server
+    do with it): the engines and the server read the options from there."""
+    import dataclasses
+
+    from nmt.inference.decoding import OPTIONS
+
+    rows = [o.field for o in OPTIONS]
+    assert sorted(rows) == sorted(f.name for f in dataclasses.fields(SearchConfig))
+    assert len(rows) == len(set(rows))
+
+
+def test_the_torch_functions_of_each_row_read_its_field():
+    """Each row names the functions of nmt.inference.search that read its field (`cfg.<field>`)."""
+    import ast
+    import inspect
+
+    import nmt.inference.search as search_module
+    from nmt.inference.decoding import OPTIONS
+
+    tree = ast.parse(inspect.getsource(search_module))
+    reads = {f.name: {n.attr for n in ast.walk(f) if isinstance(n, ast.Attribute)
+                      and isinstance(n.value, ast.Name) and n.value.id == "cfg"}
+             for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+    for option in OPTIONS:
+        assert option.torch, option.field
+        for function in option.torch:
+            assert option.field in reads[function], (option.field, function)
+
+
+@pytest.mark.parametrize("cfg, options", [
+    (SearchConfig(beam=5), {"beam_size": 5, "num_hypotheses": 5}),
+    (SearchConfig(beam=5, nbest=2), {"beam_size": 5, "num_hypotheses": 5}),
+    (SearchConfig(beam=1, sampling=True, nbest=3, topk=7, topp=0.5, temperature=0.8),
+     {"beam_size": 1, "num_hypotheses": 3, "sampling_topk": 7, "sampling_topp": 0.5, "sampling_temperature": 0.8}),
+])
+def test_the_table_gives_ctranslate2_its_keywords(cfg, options):
+    """The rows' translate_batch keywords (the sampling ones for sampling only: CTranslate2 reads them in
+    beam search too)."""
+    from nmt.inference.decoding import OPTIONS
+
+    given: dict = {}
+    for option in OPTIONS:
+        given.update(option.ct2_options(cfg))
+    assert given == options

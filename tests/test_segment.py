@@ -1,4 +1,4 @@
-"""nmt.segment against hand-made models whose segmentations can be worked out by hand: BPE merges (with
+"""nmt.text.segment against hand-made models whose segmentations can be worked out by hand: BPE merges (with
 dropout) and a unigram lattice (with sampling), and the bookkeeping from lines to words and back."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from nmt.segment import Merges, Unigram, by_line, index_words
+from nmt.text.segment import Merges, Unigram, by_line, index_words
 
 WORDS = re.compile(r"[^ \n]+|\n")
 

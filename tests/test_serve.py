@@ -27,10 +27,10 @@ pytest.importorskip("fastapi_offline")
 import requests  # noqa: E402
 from test_cli import ENV, nmt, ok  # noqa: E402
 
-from nmt.errors import ConfigError, InputError, OutputError  # noqa: E402
-from nmt.search import Hypothesis, SearchConfig  # noqa: E402
+from nmt.core.errors import ConfigError, InputError, OutputError  # noqa: E402
+from nmt.inference.search import Hypothesis, SearchConfig  # noqa: E402
+from nmt.inference.translator import Translation  # noqa: E402
 from nmt.serve import Batcher, Overloaded, ServeConfig, TooLarge, check_files  # noqa: E402
-from nmt.translate import Translation  # noqa: E402
 
 # -- the batcher -------------------------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ def test_a_failure_of_the_server_itself_is_a_json_500_and_one_log_line():
 
 PINNED_THREADS = """
 import threading, time, torch
-from nmt.search import SearchConfig
+from nmt.inference.search import SearchConfig
 from nmt.serve import translate_function
 
 class Busy:  # a stand-in engine: its translate_chunk measures how many cores a large matmul uses
@@ -406,6 +406,16 @@ def test_nbest_and_beam_per_request(server, sources):
 def test_bad_requests_get_a_json_error(server, body, status, words):
     r = server.post("/v1/translate", body)
     assert r.status_code == status and words in r.json()["error"], r.text
+
+
+def test_a_request_sets_the_search_settings_of_the_decoding_table():
+    """POST /v1/translate takes the search settings that nmt.inference.decoding lets a request set (beam, nbest),
+    between the text and the key; the server checks them as the config does (422 with the setting's name)."""
+    from nmt.inference.decoding import REQUEST_OPTIONS
+    from nmt.serve.schemas import TranslateRequest, settings_of
+
+    assert list(TranslateRequest.model_fields) == ["text", *(o.field for o in REQUEST_OPTIONS), "api_key"]
+    assert settings_of(TranslateRequest(text="a", nbest=2)) == {"beam": None, "nbest": 2}
 
 
 def test_one_bad_request_fails_alone(server, sources, offline):
@@ -661,7 +671,7 @@ def test_bad_serve_options(tmp_path, monkeypatch, fields, error, words):
 def test_api_keys_are_read_plain_or_compressed(tmp_path):
     import gzip
 
-    from nmt.serve.config import read_api_keys
+    from nmt.serve.keyfiles import read_api_keys
 
     (tmp_path / "keys").write_text("\ufeff# ours\nalpha\n\n beta \n", encoding="utf-8")
     (tmp_path / "keys.gz").write_bytes(gzip.compress((tmp_path / "keys").read_bytes()))

@@ -15,9 +15,9 @@ import pytest
 import sentencepiece as sp_lib
 from conftest import SAMPLE_DIR, TINY_TRAIN, toy_corpus
 
-from nmt.errors import ConfigError, InputError
-from nmt.spm import SentencePieceTokenizer, train_sentencepiece
-from nmt.vocab import BOS, EOS, PAD, UNK
+from nmt.core.errors import ConfigError, InputError
+from nmt.core.vocab import BOS, EOS, PAD, UNK
+from nmt.text.spm import SentencePieceTokenizer, train_sentencepiece
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_training_is_reproducible(corpus, tmp_path):
 
 def test_stdout_stays_clean(corpus, tmp_path):
     en, de, _, _ = corpus
-    code = (f"from nmt.spm import train_sentencepiece; train_sentencepiece([{str(en)!r}, {str(de)!r}], "
+    code = (f"from nmt.text.spm import train_sentencepiece; train_sentencepiece([{str(en)!r}, {str(de)!r}], "
             f"{str(tmp_path / 'm.model')!r}, vocab_size=60, threads=1); print('RESULT')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[1])
@@ -224,7 +224,7 @@ OPTIONS = {"plain": {}, "bytes and a user-defined piece": {"byte_fallback": True
 def test_pieces_that_cannot_be_read_for_sampling_are_one_error(sample_lines, data):
     """The sampler reads each piece's type from the model's bytes: bytes that do not parse, or that list other
     pieces than the loaded model has, are an InputError naming the model, not a traceback or a wrong sample."""
-    from nmt.spm import _Sampler
+    from nmt.text.spm import _Sampler
 
     tok = spm_model(sample_lines, model_type="bpe", vocab_size=300)
     if data == "another model":
@@ -236,7 +236,7 @@ def test_pieces_that_cannot_be_read_for_sampling_are_one_error(sample_lines, dat
 @pytest.mark.parametrize("options", OPTIONS.values(), ids=OPTIONS.keys())
 def test_bpe_sampling_that_drops_nothing_is_sentencepiece_s_encoding(sample_lines, options):
     """nmt's BPE merges over a SentencePiece BPE model give SentencePiece's ids, id for id, when no merge drops."""
-    from nmt.spm import _Sampler
+    from nmt.text.spm import _Sampler
 
     tok = spm_model(sample_lines, model_type="bpe", vocab_size=600 if options else 300, **options)
     lines = sample_lines[:3000] + ODD_LINES
@@ -356,11 +356,11 @@ def test_bad_side(tokenizer):
 @pytest.mark.slow
 def test_prepare_train_translate_with_sentencepiece(tiny_spm, tiny_corpus, tmp_path):
     """nmt prepare --bpe SPM.model, a few updates of training, and translation, as with youtokentome."""
-    from nmt import checkpoint
-    from nmt.dataset import data_identity, load_meta, prepare, read_tokenizer
-    from nmt.search import SearchConfig
-    from nmt.train import train
-    from nmt.translate import Translator
+    from nmt.data.dataset import data_identity, load_meta, prepare, read_tokenizer
+    from nmt.inference.search import SearchConfig
+    from nmt.inference.translator import Translator
+    from nmt.model import checkpoint
+    from nmt.training.launch import train
 
     prepare(tiny_spm, tmp_path / "data", "en", "de", tiny_corpus / "train", tiny_corpus / "valid")
     meta = load_meta(tmp_path / "data")
@@ -380,7 +380,7 @@ def test_prepare_train_translate_with_sentencepiece(tiny_spm, tiny_corpus, tmp_p
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_the_bpe_command_learns_sentencepiece(tiny_corpus, tmp_path, model_type):
     """`nmt bpe --kind sentencepiece --model-type T`: a SentencePiece model of that type, which prepare reads."""
-    from nmt.dataset import load_meta, prepare
+    from nmt.data.dataset import load_meta, prepare
 
     out = tmp_path / "spm.model"
     r = subprocess.run([sys.executable, "-m", "nmt", "bpe", "--kind", "sentencepiece", "--model-type", model_type,

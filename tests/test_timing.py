@@ -2,9 +2,9 @@
 
 import pytest
 
+from nmt.compute.device import time_alternately
+from nmt.compute.timing import shape_of, training_timing, translation_timing
 from nmt.config import ModelConfig, Precision
-from nmt.device import time_alternately
-from nmt.timing import shape_of, training_timing, translation_timing
 
 TINY = ModelConfig(vocab_size=300, d_model=32, n_heads=4, encoder_layers=1, decoder_layers=1, d_ff=64, max_positions=64)
 
@@ -19,7 +19,7 @@ def test_timings_run_the_model_in_both_formats(make):
 
 def test_a_timing_builds_its_model_once_and_only_when_run(monkeypatch):
     built = []
-    import nmt.timing as timing_module
+    import nmt.compute.timing as timing_module
 
     real = timing_module.Transformer
     monkeypatch.setattr(timing_module, "Transformer", lambda cfg: built.append(cfg) or real(cfg))

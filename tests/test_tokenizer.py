@@ -13,11 +13,14 @@ import pytest
 import torch
 from conftest import BPE_MODELS, SAMPLE_DIR
 
-from nmt.bpe import BpeTokenizer
-from nmt.errors import ConfigError, InputError
-from nmt.spm import SentencePieceTokenizer, train_sentencepiece
-from nmt.tokenizer import (
+from nmt.core.errors import ConfigError, InputError
+from nmt.text.bpe import BpeTokenizer
+from nmt.text.spm import SentencePieceTokenizer, train_sentencepiece
+from nmt.text.tokenizer import (
+    FILE_NAMES,
+    TOKENIZER_KINDS,
     Tokenizer,
+    describe_kind,
     digest,
     file_names,
     from_file,
@@ -192,7 +195,7 @@ def test_a_seed_gives_the_same_sample_in_another_process(data, tmp_path):
     """A resumed run and every rank sample in their own process: one seed must give one sample everywhere
     (SentencePiece's own sampler does not: its generator is salted per process)."""
     torch.save(data, tmp_path / "tok.pt")
-    code = ("import hashlib, sys, torch; from nmt.tokenizer import load_tokenizer; "
+    code = ("import hashlib, sys, torch; from nmt.text.tokenizer import load_tokenizer; "
             "t = load_tokenizer(torch.load(sys.argv[1], weights_only=True)); "
             "print(hashlib.sha256(repr(t.encode(sys.argv[2:] * 20, dropout=0.3, seed=(4, 2))).encode()).hexdigest())")
     runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path / "tok.pt"), *LINES[:2]], capture_output=True,
@@ -200,3 +203,72 @@ def test_a_seed_gives_the_same_sample_in_another_process(data, tmp_path):
     here = load_tokenizer(data).encode(LINES[:2] * 20, dropout=0.3, seed=(4, 2))
     assert runs[0] == runs[1] == hashlib.sha256(repr(here).encode()).hexdigest()
     assert here != load_tokenizer(data).encode(LINES[:2] * 20)  # it sampled
+
+
+def test_each_kind_is_one_class_in_the_table(spm_model):
+    """The table is kind -> class, each class keyed by its own kind, its files among those a folder may hold."""
+    assert TOKENIZER_KINDS == {"youtokentome": BpeTokenizer, "sentencepiece": SentencePieceTokenizer}
+    for kind, cls in TOKENIZER_KINDS.items():
+        assert cls.kind == kind and {cls.joint_file, *(cls.side_files or ())} <= set(FILE_NAMES)
+    assert len(FILE_NAMES) == len(set(FILE_NAMES))
+    bpe, sp = BpeTokenizer.from_file(BPE_MODELS[300]), SentencePieceTokenizer.from_file(spm_model)
+    assert (describe_kind(bpe), describe_kind(sp)) == ("BPE", "SentencePiece")
+    heads = {BpeTokenizer: BPE_MODELS[300].read_bytes()[:1], SentencePieceTokenizer: spm_model.read_bytes()[:1]}
+    for cls, head in heads.items():  # each kind recognizes its own files, and no other kind's
+        assert [c for c in TOKENIZER_KINDS.values() if c.recognizes(head)] == [cls]
+
+
+class Letters:
+    """A made-up kind (each character a piece, ids from 4): the table is all there is to register."""
+
+    kind, display_name, model_noun, model_types, joint_file, side_files = "letters", "Letters", "model", (), "bpe.model", None
+
+    def __init__(self, alphabet: bytes, name: str = "<bytes>") -> None:
+        self.alphabet, self.name, self.vocab_size = alphabet.decode(), name, 4 + len(alphabet)
+
+    @classmethod
+    def from_file(cls, path):
+        return cls(Path(path).read_bytes()[1:], str(path))
+
+    @classmethod
+    def from_data(cls, data, name):
+        return cls(data["source"], name)
+
+    @staticmethod
+    def recognizes(head):
+        return head == b"#"
+
+    @classmethod
+    def train(cls, inputs, out, vocab_size, model_type, sample, seed, threads, progress):
+        Path(out).write_bytes(b"#" + "".join(sorted(set("".join(p.read_text() for p in inputs)) - {"\n"})).encode())
+        return cls.from_file(out)
+
+    def encode(self, lines, side="source", threads=-1, dropout=0.0, seed=0):
+        return [[4 + self.alphabet.index(c) for c in line] for line in lines]
+
+    def decode(self, ids, side="target"):
+        return ["".join(self.alphabet[i - 4] for i in seq) for seq in ids]
+
+    def pieces(self, ids):
+        return [self.alphabet[i - 4] for i in ids]
+
+    def vocab(self):
+        return ["<PAD>", "<UNK>", "<BOS>", "<EOS>", *self.alphabet]
+
+    def to_data(self):
+        return {"kind": self.kind, "version": 1, "source": self.alphabet.encode()}
+
+
+def test_a_kind_registered_in_the_table_is_used_everywhere(monkeypatch, tmp_path):
+    monkeypatch.setitem(TOKENIZER_KINDS, "letters", Letters)
+    (tmp_path / "text").write_text("abc\ncab\n")
+    tok = train_tokenizer("letters", [tmp_path / "text"], tmp_path / "l.model")
+    assert isinstance(tok, Tokenizer) and describe_kind(tok) == "Letters" and tok.encode(["cab"]) == [[6, 4, 5]]
+    assert isinstance(from_file(tmp_path / "l.model"), Letters)
+    data = tok.to_data()
+    assert load_tokenizer(data).decode([[6, 4, 5]]) == ["cab"] and file_names(data) == {"source": "bpe.model"}
+    assert read_files(tmp_path, save_files(data, tmp_path)) == data
+    with pytest.raises(InputError, match="one joint model"):
+        load_tokenizer({**data, "target": b"ab"})
+    with pytest.raises(ConfigError, match=r"--kind sentencepiece \(letters learns Letters\)"):
+        train_tokenizer("letters", [tmp_path / "text"], tmp_path / "m.model", model_type="bpe")

@@ -1,5 +1,5 @@
 """Learning-rate schedule (no data needed); then short runs of a tiny model: validation BLEU, best
-checkpoint, patience, NaN handling, TensorBoard, precision, the CLI (nmt.train and nmt.trainer)."""
+checkpoint, patience, NaN handling, TensorBoard, precision, the CLI (nmt.training.launch and nmt.training.trainer)."""
 
 import json
 import math
@@ -12,13 +12,13 @@ import pytest
 import torch
 from conftest import prepare_sample
 
-import nmt.trainer as trainer_module
-import nmt.validation as validation_module
-from nmt import checkpoint
+import nmt.training.trainer as trainer_module
+import nmt.training.validation as validation_module
 from nmt.config import TrainConfig, from_dict, to_dict
-from nmt.errors import ConfigError, OutputError, TrainingDiverged
-from nmt.train import train
-from nmt.trainer import learning_rate, tail_factor
+from nmt.core.errors import ConfigError, OutputError, TrainingDiverged
+from nmt.model import checkpoint
+from nmt.training.launch import train
+from nmt.training.schedule import learning_rate, tail_factor
 
 
 @pytest.mark.parametrize(
@@ -198,7 +198,7 @@ def test_new_options_are_checked_and_old_configs_still_load():
 def test_cli_train_with_the_new_options(data, tmp_path):
     from typer.testing import CliRunner
 
-    from nmt.cli import app
+    from nmt.cli.main import app
 
     args = ["train", "--data", str(data), "--out", str(tmp_path), "--preset", "tiny", "--d-model", "32", "--heads", "2",
             "--layers", "1", "--d-ff", "64", "--max-tokens", "256", "--update-tokens", "1", "--max-updates", "2",

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from nmt.errors import ConfigError, InputError
-from nmt.progress import Progress
-from nmt.search import SearchConfig
-from nmt.translate import Translation, Translator, format_nbest, read_chunks, translate_file
+from nmt.core.errors import ConfigError, InputError
+from nmt.core.progress import Progress
+from nmt.inference.search import SearchConfig
+from nmt.inference.translator import Translation, Translator, format_nbest, read_chunks, translate_file
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +276,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from nmt.compression import HEAD, SIGNATURES, matches  # noqa: E402
+from nmt.core.compression import HEAD, SIGNATURES, matches  # noqa: E402
 
 # Lines built from what breaks line-oriented code: Unicode line and paragraph separators (str.splitlines
 # splits on them, a file does not), CR, NUL, BOMs, every whitespace, invalid UTF-8, long runs.

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import torch
 
-import nmt.demo as demo
+try:
+    import nmt.workflows.demo as demo
+except ImportError:  # a commit before the layered packages (tools/bitcheck.sh OLD_COMMIT across the move)
+    import nmt.demo as demo  # type: ignore[no-redef]
 
 torch.set_num_threads(1)
 fixed = Path(sys.argv[2])

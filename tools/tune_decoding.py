@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from nmt import checkpoint
-from nmt.evaluate import score
-from nmt.files import read_lines
-from nmt.search import SearchConfig
-from nmt.translate import Translator, translate_file
+from nmt.core.files import read_lines
+from nmt.inference.evaluate import score
+from nmt.inference.search import SearchConfig
+from nmt.inference.translator import Translator, translate_file
+from nmt.model import checkpoint
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ One module per concept:
 from __future__ import annotations
 
 from nmt.download.archives import safe_extract
-from nmt.download.cache import CACHE, file_digests, verify
 from nmt.download.fetch import fetch_url
 from nmt.download.listing import DatasetInfo, describe, human_bytes, list_datasets
 from nmt.download.manifest import MANIFEST, read_manifest, verify_outputs
@@ -34,6 +33,7 @@ from nmt.download.spec import (
     check_spec,
     parallel_files,
 )
+from nmt.download.store import CACHE, file_digests, verify
 
 __all__ = [
     "CACHE", "MANIFEST", "DatasetInfo", "DatasetSpec", "DownloadResult", "Holdout", "Mirror", "RemoteFile",

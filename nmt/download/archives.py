@@ -9,7 +9,7 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from nmt.errors import DownloadError
+from nmt.core.errors import DownloadError
 
 
 def member_name(name: str) -> str:

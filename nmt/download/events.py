@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from nmt.progress import Progress, ProgressFn
+from nmt.core.progress import Progress, ProgressFn
 
 REPORT_EVERY = 0.1  # seconds between two byte-progress events of one task
 

@@ -5,7 +5,7 @@ every retry: requests' HTTPAdapter applies it to each request (refused connectio
 RETRY_STATUS answers), and `fetch_url` to each body cut short or stalled, which is then resumed
 with an HTTP Range request from what `.part` holds. A download never grows past the file's known
 size (or its limit when the size is unknown): a server that sends more is stopped, its bytes are
-deleted, and the error says so. Verifying and renaming `.part` is the caller's (`nmt.download.cache`).
+deleted, and the error says so. Verifying and renaming `.part` is the caller's (`nmt.download.store`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from nmt import __version__
+from nmt.core.errors import DownloadError
+from nmt.core.progress import ProgressFn, ignore
 from nmt.download.events import Reporter, say
 from nmt.download.spec import DEFAULT_LIMIT
-from nmt.errors import DownloadError
-from nmt.progress import ProgressFn, ignore
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self needs Python 3.11; read by type checkers only

@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from nmt.core.errors import InputError
+from nmt.core.files import open_binary, read_lines
 from nmt.download.spec import Source
-from nmt.errors import InputError
-from nmt.files import open_binary, read_lines
 
 # sacreBLEU's reading of WMT's fake SGML (its FakeSGMLDataset), kept exactly: the line's text with
 # the <seg ...> tag and the first </seg> taken out, whitespace runs made one space.

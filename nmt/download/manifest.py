@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from nmt import __version__
-from nmt.download.cache import Fetched, file_digests
+from nmt.core.errors import DownloadError
+from nmt.core.files import atomic_write
 from nmt.download.fetch import size_of
 from nmt.download.spec import DatasetSpec, Split
-from nmt.errors import DownloadError
-from nmt.files import atomic_write
+from nmt.download.store import Fetched, file_digests
 
 MANIFEST = "MANIFEST.json"
 Manifest = dict[str, Any]

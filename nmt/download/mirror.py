@@ -14,11 +14,11 @@ from urllib.parse import urlsplit
 
 import requests
 
+from nmt.core.errors import DownloadError, InputError
+from nmt.core.progress import ProgressFn, ignore
 from nmt.download.events import Reporter
 from nmt.download.fetch import CHUNK, too_big
 from nmt.download.spec import RemoteFile
-from nmt.errors import DownloadError, InputError
-from nmt.progress import ProgressFn, ignore
 
 
 def _bad(mirror: str, why: str) -> InputError:

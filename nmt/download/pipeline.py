@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmt.config import check_range
-from nmt.download.cache import CACHE, Fetched, FetchOptions, obtain
+from nmt.core.errors import InputError
+from nmt.core.files import folder_lock
+from nmt.core.progress import ProgressFn, ignore
 from nmt.download.listing import human_bytes
 from nmt.download.manifest import (
     MANIFEST,
@@ -26,9 +28,7 @@ from nmt.download.mirror import Mirror
 from nmt.download.registry import resolve
 from nmt.download.spec import DatasetSpec, Split
 from nmt.download.splits import Record, build
-from nmt.errors import InputError
-from nmt.files import folder_lock
-from nmt.progress import ProgressFn, ignore
+from nmt.download.store import CACHE, Fetched, FetchOptions, obtain
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import re
 
+from nmt.core.errors import InputError
 from nmt.download.datasets import ALL
 from nmt.download.spec import DatasetSpec, check_spec
-from nmt.errors import InputError
 
 _PAIR_SYNTAX = re.compile(r"[a-z]{2,3}-[a-z]{2,3}")
 

@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from nmt.core.errors import DownloadError, InputError
+from nmt.core.files import atomic_write
+from nmt.core.progress import ProgressFn
 from nmt.download.archives import member_name, safe_extract
-from nmt.download.cache import CACHE, Fetched
 from nmt.download.events import Reporter, say
 from nmt.download.formats import source_lines
 from nmt.download.spec import DatasetSpec, Source, Split
-from nmt.errors import DownloadError, InputError
-from nmt.files import atomic_write
-from nmt.progress import ProgressFn
+from nmt.download.store import CACHE, Fetched
 
 Record = dict[str, Any]  # a file's manifest record: lines, bytes, sha256, from
 OnWritten = Callable[[Split, dict[str, Record]], None]

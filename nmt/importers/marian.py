@@ -9,12 +9,12 @@ The folder, as `huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir 
     tokenizer_config.json     the languages (optional)
     generation_config.json    the search defaults (optional; else config.json's)
 
-Read with json, torch (`weights_only`), safetensors and SentencePiece (through nmt.spm): transformers is
+Read with json, torch (`weights_only`), safetensors and SentencePiece (through nmt.text.spm): transformers is
 not needed. The model is nmt's Transformer with Marian's switches (`ModelConfig`): post-LayerNorm, the
 feed-forward activation of config.json (swish for OPUS-MT), sinusoidal positions in halves (the sines,
 then the cosines), embeddings scaled by sqrt(d_model) or not, and the output bias (final_logits_bias).
 
-nmt's special ids are fixed (PAD 0, UNK 1, BOS 2, EOS 3: nmt/vocab.py); Marian's are eos 0, unk 1 and pad
+nmt's special ids are fixed (PAD 0, UNK 1, BOS 2, EOS 3: nmt/core/vocab.py); Marian's are eos 0, unk 1 and pad
 last, and its decoder starts from pad. The import renumbers the vocabulary, permuting the rows of the
 embedding table and of the output bias:
 
@@ -43,13 +43,13 @@ from typing import Any, Optional
 
 import torch
 
-from nmt.checkpoint import Checkpoint
 from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, names_as_fields
-from nmt.errors import ConfigError, InputError, one_line
-from nmt.identity import DataIdentity
-from nmt.model import NEVER_GENERATED_BIAS, Transformer
-from nmt.tokenizer import SENTENCEPIECE, digest, load_tokenizer
-from nmt.vocab import BOS, EOS, PAD, UNK
+from nmt.core.errors import ConfigError, InputError, one_line
+from nmt.core.identity import DataIdentity
+from nmt.core.vocab import BOS, EOS, PAD, UNK
+from nmt.model.checkpoint import Checkpoint
+from nmt.model.transformer import NEVER_GENERATED_BIAS, Transformer
+from nmt.text.tokenizer import SENTENCEPIECE, digest, load_tokenizer
 
 KIND = "marian"
 GET_ONE = ("download one with `huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir opus-mt-en-de` "
@@ -96,7 +96,7 @@ class Imported:
 
 
 def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[str] = None) -> Imported:
-    """The Marian folder `folder` as an nmt checkpoint (not written: `nmt.checkpoint.save` it). `src`, `tgt`:
+    """The Marian folder `folder` as an nmt checkpoint (not written: `nmt.model.checkpoint.save` it). `src`, `tgt`:
     the languages (default: tokenizer_config.json's, else the folder's name, opus-mt-SRC-TGT)."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -139,7 +139,7 @@ def describe(imported: Imported, out: Path) -> str:
 # -- the files -------------------------------------------------------------------------------------
 
 
-def read_json(path: Path, required: bool = True) -> dict:
+def read_json(path: Path, required: bool = True) -> dict[str, Any]:
     """A JSON object from `path` ({} for a missing optional file); InputError naming the file otherwise."""
     if not path.is_file():
         if not required:
@@ -157,7 +157,7 @@ def read_json(path: Path, required: bool = True) -> dict:
     return data
 
 
-def check_marian(config: dict, path: Path) -> None:
+def check_marian(config: dict[str, Any], path: Path) -> None:
     model_type = config.get("model_type")
     if model_type != "marian":
         what = f"a {model_type!r} model" if model_type else "a config without model_type"
@@ -172,7 +172,7 @@ def check_marian(config: dict, path: Path) -> None:
                          "vocabularies, which nmt cannot import yet")
 
 
-def int_value(config: dict, key: str, path: Path, default: Optional[int] = None) -> int:
+def int_value(config: dict[str, Any], key: str, path: Path, default: Optional[int] = None) -> int:
     value = config.get(key, default)
     if isinstance(value, list) and len(value) == 1:  # eos_token_id may be a list of one
         value = value[0]
@@ -181,14 +181,14 @@ def int_value(config: dict, key: str, path: Path, default: Optional[int] = None)
     return value
 
 
-def float_value(config: dict, key: str, path: Path, default: float) -> float:
+def float_value(config: dict[str, Any], key: str, path: Path, default: float) -> float:
     value = config.get(key, default)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         raise InputError(f"{path}: {key} is {value!r}, not a number; download the folder again")
     return float(value)
 
 
-def read_vocab(folder: Path, tok_config: dict) -> dict[str, int]:
+def read_vocab(folder: Path, tok_config: dict[str, Any]) -> dict[str, int]:
     """vocab.json: each piece's Marian id, the ids 0..V-1 each once; one vocabulary for both sides."""
     for name in ("source.spm", "target.spm"):
         if not (folder / name).is_file():
@@ -210,7 +210,8 @@ def read_vocab(folder: Path, tok_config: dict) -> dict[str, int]:
     return vocab
 
 
-def special_ids(config: dict, path: Path, vocab: dict[str, int], tok_config: dict) -> dict[str, int]:
+def special_ids(config: dict[str, Any], path: Path, vocab: dict[str, int],
+                tok_config: dict[str, Any]) -> dict[str, int]:
     """Marian's pad, unk, eos and decoder-start ids."""
     size = len(vocab)
     unk_token = tok_config.get("unk_token", "<unk>")
@@ -247,7 +248,7 @@ def pieces(vocab: dict[str, int], rows: list[int]) -> list[str]:
     return table
 
 
-def model_config(config: dict, path: Path, vocab_size: int) -> ModelConfig:
+def model_config(config: dict[str, Any], path: Path, vocab_size: int) -> ModelConfig:
     """nmt's ModelConfig of config.json's Marian architecture."""
     for ours, (enc, dec) in {"heads": ("encoder_attention_heads", "decoder_attention_heads"),
                              "feed-forward width": ("encoder_ffn_dim", "decoder_ffn_dim")}.items():
@@ -383,7 +384,7 @@ def nmt_weights(marian: dict[str, torch.Tensor], cfg: ModelConfig, rows: list[in
     return out
 
 
-def spm_tokenizer_data(folder: Path, table: list[str]) -> dict:
+def spm_tokenizer_data(folder: Path, table: list[str]) -> dict[str, Any]:
     """nmt's tokenizer data form: the two SentencePiece models over the table of pieces, each checked."""
     data: dict[str, Any] = {"kind": SENTENCEPIECE, "version": 1}
     for side, name in (("source", "source.spm"), ("target", "target.spm")):
@@ -403,7 +404,8 @@ def spm_tokenizer_data(folder: Path, table: list[str]) -> dict:
     return data
 
 
-def search_defaults(folder: Path, config: dict, specials: dict[str, int], notes: list[str]) -> Overrides[SearchConfig]:
+def search_defaults(folder: Path, config: dict[str, Any], specials: dict[str, int],
+                    notes: list[str]) -> Overrides[SearchConfig]:
     """generation_config.json's (else config.json's) beam, length penalty and length limit, as nmt's search
     options: transformers divides a hypothesis' log-probability by len^length_penalty, len counting the
     generated tokens with EOS (nmt's --lenpen-type power), and stops at max_length tokens with the decoder
@@ -433,7 +435,7 @@ def search_defaults(folder: Path, config: dict, specials: dict[str, int], notes:
     return search
 
 
-def find_languages(folder: Path, tok_config: dict, src: Optional[str], tgt: Optional[str],
+def find_languages(folder: Path, tok_config: dict[str, Any], src: Optional[str], tgt: Optional[str],
                    notes: list[str]) -> tuple[str, str]:
     """--src/--tgt, else tokenizer_config.json's source_lang/target_lang, else the folder's name (opus-mt-en-de)."""
     found = {"src": src, "tgt": tgt}

@@ -7,13 +7,13 @@ import contextlib
 from typing import Any, AsyncIterator, Callable, Optional
 
 from nmt.config import ServeConfig
-from nmt.serve.batching import Batcher
-from nmt.serve.config import check_files, read_api_keys
-from nmt.serve.engine import ModelInfo, TranslateFn, TranslationEngine, translate_function
-from nmt.serve.errors import install_handlers
+from nmt.inference.engines import Engine as TranslationEngine
+from nmt.serve.backend import ModelInfo, TranslateFn, translate_function
+from nmt.serve.batcher import Batcher
+from nmt.serve.http_errors import install_handlers
+from nmt.serve.keyfiles import check_files, read_api_keys
 from nmt.serve.libre import router as libre_router
-from nmt.serve.metrics import Metrics
-from nmt.serve.middleware import Gate, RequestRecord
+from nmt.serve.middleware import Gate, Metrics, RequestRecord
 from nmt.serve.routes import router as own_router
 from nmt.serve.service import Service
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ValidationError
 
 from nmt.config import MAX_BEAM
-from nmt.serve.errors import NOT_JSON, RequestError
+from nmt.serve.http_errors import NOT_JSON, RequestError
 from nmt.serve.schemas import ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest, LibreResponse
 from nmt.serve.service import Service, split
 
@@ -21,13 +21,13 @@ FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 CONFIDENCE = 100.0  # /detect answers the model's one source language: there is nothing else it could translate
 
 
-def body_doc(model: type[BaseModel]) -> dict:
+def body_doc(model: type[BaseModel]) -> dict[str, Any]:
     """The OpenAPI request body of an endpoint that reads JSON and forms alike."""
     schema = model.model_json_schema()
     return {"requestBody": {"required": True, "content": {t: {"schema": schema} for t in ("application/json", *FORMS)}}}
 
 
-async def fields(request: Request, service: Service) -> dict:
+async def fields(request: Request, service: Service) -> dict[str, Any]:
     """The request's fields: a JSON object or form fields (urlencoded or multipart), over the query string's."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()
@@ -48,7 +48,7 @@ async def fields(request: Request, service: Service) -> dict:
     return dict(request.query_params)
 
 
-def parse(model: type[M], data: dict) -> M:
+def parse(model: type[M], data: dict[str, Any]) -> M:
     """`data` as `model`; 400 naming the first field at fault, in LibreTranslate's words where it has some."""
     try:
         return model.model_validate(data)
@@ -62,7 +62,7 @@ def parse(model: type[M], data: dict) -> M:
 
 @router.post("/translate", response_model=LibreResponse, response_model_exclude_none=True, responses=ERRORS,
              openapi_extra=body_doc(LibreRequest))
-async def translate(request: Request) -> dict:
+async def translate(request: Request) -> dict[str, Any]:
     """LibreTranslate-compatible: `q`, `source`, `target` (and `alternatives`, `api_key`) -> `translatedText`."""
     service: Service = request.app.state.service
     info = service.info
@@ -78,7 +78,7 @@ async def translate(request: Request) -> dict:
     if not req.q:
         raise RequestError("Invalid request: missing q parameter", 400)
     lines = service.lines(texts, split_lines=True)
-    done = await service.translate(request, lines, service.search_for(nbest=req.alternatives + 1))
+    done = await service.translate(request, lines, service.search_for({"nbest": req.alternatives + 1}))
     results, alternatives, at = [], [], 0
     for text in texts:
         mine = done[at : at + len(split(text))]
@@ -100,7 +100,7 @@ async def translate(request: Request) -> dict:
 
 
 @router.post("/detect", response_model=list[Detected], responses=ERRORS, openapi_extra=body_doc(DetectRequest))
-async def detect(request: Request) -> list:
+async def detect(request: Request) -> list[dict[str, Any]]:
     """LibreTranslate-compatible language detection: the model's source language (its one language)."""
     service: Service = request.app.state.service
     req = parse(DetectRequest, await fields(request, service))
@@ -111,14 +111,14 @@ async def detect(request: Request) -> list:
 
 
 @router.get("/languages", response_model=list[Language])
-async def languages(request: Request) -> list:
+async def languages(request: Request) -> list[dict[str, Any]]:
     """LibreTranslate's language list: the model's one direction."""
     info = request.app.state.service.info
     return [{"code": info.src, "name": info.src, "targets": [info.tgt]}]
 
 
 @router.get("/frontend/settings", response_model=FrontendSettings)
-async def frontend_settings(request: Request) -> dict:
+async def frontend_settings(request: Request) -> dict[str, Any]:
     """What a LibreTranslate web page reads first: limits, whether a key is needed, the default languages."""
     service: Service = request.app.state.service
     info = service.info

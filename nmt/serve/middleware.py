@@ -1,6 +1,7 @@
 """The gate every HTTP request passes, between uvicorn and the application: its body is bounded before it is
 buffered, a failure the application lets escape is still a JSON answer and one log line (never a
-traceback), and its outcome is recorded (metrics, access log, the counts of the shutdown summary).
+traceback), and its outcome is recorded (the Prometheus `Metrics` served at /metrics, the access log, the
+counts of the shutdown summary).
 
 A pure ASGI layer: Starlette's BaseHTTPMiddleware would stand between the endpoint and the client's
 disconnect message, and Starlette's own body limit answers in plain text and keeps reading the body.
@@ -11,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Collection, Optional
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.exceptions import HTTPException
 
-from nmt.serve.errors import ClientGone, RequestError, TooLarge, error_response
+from nmt.serve.http_errors import ClientGone, RequestError, TooLarge, error_response
 from nmt.serve.service import LINES_KEY
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 RECORD_KEY = "nmt.record"  # the ASGI scope entry of the request's RequestRecord
 
@@ -60,7 +65,7 @@ class Gate:
     `body_timeout`: seconds a client may take to send its body (408 after). `on_done(record)` is called
     once per request; `on_error(line)` gets one line per failure the application let escape."""
 
-    def __init__(self, app: Any, body_limit: int, body_timeout: float,
+    def __init__(self, app: ASGIApp, body_limit: int, body_timeout: float,
                  on_done: Callable[[RequestRecord], None] = lambda r: None,
                  on_error: Callable[[str], None] = lambda line: None):
         self.app, self.body_limit, self.body_timeout = app, body_limit, body_timeout
@@ -68,7 +73,7 @@ class Gate:
         self.in_flight: set[RequestRecord] = set()
         self.counts = {"served": 0, "failed": 0, "dropped": 0}
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # the lifespan
             return await self.app(scope, receive, send)
         client = scope.get("client") or ("-", 0)
@@ -85,7 +90,7 @@ class Gate:
             self.counts[record.outcome] += 1
             self.on_done(record)
 
-    def cut(self, scope: dict) -> None:
+    def cut(self, scope: Scope) -> None:
         """The request of `scope` is cut off (its connection aborted at the end of the drain): dropped, even if
         it was counted as answered (its answer still sat in our buffer, unread by the client)."""
         record = scope.get(RECORD_KEY)
@@ -96,14 +101,14 @@ class Gate:
             self.counts["dropped"] += 1
         record.gone = True
 
-    async def _handle(self, scope: dict, receive: Callable, send: Callable, record: RequestRecord) -> None:
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, record: RequestRecord) -> None:
         received = 0
         length, chunked = body_headers(scope)
         body_done = not (length or chunked)
         if length is not None and length > self.body_limit:
             return await self._refuse(scope, receive, send, record, TooLarge(self._too_large(length)))
 
-        async def bounded_receive() -> dict:
+        async def bounded_receive() -> Message:
             nonlocal received, body_done
             if body_done:
                 message = await receive()
@@ -122,7 +127,7 @@ class Gate:
                 record.gone = True
             return message
 
-        async def recorded_send(message: dict) -> None:
+        async def recorded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 record.status = message["status"]
                 if record.status in (408, 413) or not body_done:
@@ -144,13 +149,13 @@ class Gate:
                 await self._refuse(scope, receive, send, record, e if isinstance(e, RequestError) else
                                    RequestError(f"internal error: {type(e).__name__}"))
 
-    async def _refuse(self, scope: dict, receive: Callable, send: Callable, record: RequestRecord,
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, record: RequestRecord,
                       e: RequestError) -> None:
         """Answer `e` in JSON from here, closing the connection (the body, if any, stays unread)."""
         response = error_response(e.status, e.message, {**e.headers, "Connection": "close"})
         record.status = e.status
 
-        async def recorded_send(message: dict) -> None:
+        async def recorded_send(message: Message) -> None:
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 record.answered = True
             await send(message)
@@ -168,7 +173,7 @@ class BodyProblem(HTTPException):
     through while it reads a body (and the application's handler answers them in JSON)."""
 
 
-def body_headers(scope: dict) -> tuple[Optional[int], bool]:
+def body_headers(scope: Scope) -> tuple[Optional[int], bool]:
     """(Content-Length or None, whether the body is chunked)."""
     length, chunked = None, False
     for name, value in scope.get("headers", ()):
@@ -185,3 +190,44 @@ def body_headers(scope: dict) -> tuple[Optional[int], bool]:
 def is_disconnect(e: BaseException) -> bool:
     """Starlette's ClientDisconnect (raised when the client leaves while its body is read)."""
     return type(e).__name__ == "ClientDisconnect" or isinstance(e, ClientGone)
+
+
+# -- the server's Prometheus metrics (served at /metrics) -------------------------------------------
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+TRANSLATING = ("/v1/translate", "/translate")  # the endpoints whose latency is measured
+
+
+class Metrics:
+    """Requests by endpoint and status, their latency, the batches and the queue, in one registry."""
+
+    def __init__(self, paths: Collection[str]):
+        self.paths = frozenset(paths)  # a series per known path, not one per path a scanner tries
+        self.registry = CollectorRegistry()
+        self.requests = Counter("nmt_requests", "HTTP requests by endpoint and status", ["endpoint", "status"],
+                                registry=self.registry)
+        self.latency = Histogram("nmt_request_seconds", "Request latency", ["endpoint"], registry=self.registry,
+                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+        self.batch_lines = Histogram("nmt_batch_sentences", "Lines per translated batch", registry=self.registry,
+                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+        self.sentences = Counter("nmt_translated_sentences", "Lines translated", registry=self.registry)
+        self.busy = Counter("nmt_model_seconds", "Seconds the model spent translating", registry=self.registry)
+        self.queued = Gauge("nmt_queue_sentences", "Lines waiting", registry=self.registry)
+
+    def watch_queue(self, lines: Callable[[], float]) -> None:
+        self.queued.set_function(lines)
+
+    def on_batch(self, lines: int, seconds: float) -> None:
+        """Called by the worker thread after each batch."""
+        self.batch_lines.observe(lines)
+        self.sentences.inc(lines)
+        self.busy.inc(seconds)
+
+    def on_request(self, path: str, status: int, seconds: float) -> None:
+        if path in TRANSLATING:
+            self.latency.labels(path).observe(seconds)
+        if path in self.paths:
+            self.requests.labels(path, str(status)).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

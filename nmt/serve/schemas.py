@@ -2,21 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+import typing
+from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
+
+from nmt.config import SearchConfig, field_types
+from nmt.inference.decoding import REQUEST_OPTIONS
 
 Text = Union[StrictStr, list[StrictStr]]
+# A request's search setting is its SearchConfig field's type, taken as JSON gives it (no "4" for 4)
+STRICT: dict[Any, Any] = {int: StrictInt, float: Union[StrictFloat, StrictInt], bool: StrictBool, str: StrictStr}
 
 
-class TranslateRequest(BaseModel):
-    """POST /v1/translate."""
+def search_settings() -> dict[str, Any]:
+    """The search settings a request may give (beam, nbest, ...: nmt.inference.decoding's REQUEST_OPTIONS),
+    each optional (the server's default where left out), as create_model's fields."""
+    types = field_types(SearchConfig)
 
-    model_config = ConfigDict(extra="forbid")
-    text: Text = Field(description="a line, or a list of lines; each gives one translation")
-    beam: Optional[StrictInt] = Field(None, description="beam width for this request (default: the server's)")
-    nbest: Optional[StrictInt] = Field(None, description="N best translations per line, each with its score")
-    api_key: Optional[StrictStr] = Field(None, description="needed when the server was started with --api-keys")
+    def strict(kind: Any) -> Any:
+        return kind if typing.get_origin(kind) is Literal else STRICT[kind]
+
+    return {o.field: (Optional[strict(types[o.field])], Field(None, description=o.request)) for o in REQUEST_OPTIONS}
+
+
+def settings_of(body: Any) -> dict[str, Any]:
+    """The search settings a TranslateRequest gives (the ones left out are None)."""
+    return {o.field: getattr(body, o.field) for o in REQUEST_OPTIONS}
+
+
+# POST /v1/translate: its search settings are read from the table of decoding options, so that a new option
+# needs no field here (a class statement would list them)
+TranslateRequest = create_model(
+    "TranslateRequest", __config__=ConfigDict(extra="forbid"), __doc__="POST /v1/translate.", __module__=__name__,
+    text=(Text, Field(description="a line, or a list of lines; each gives one translation")),
+    **search_settings(),
+    api_key=(Optional[StrictStr], Field(None, description="needed when the server was started with --api-keys")))
 
 
 class Scored(BaseModel):
@@ -31,7 +52,7 @@ class Model(BaseModel):
     src: str
     tgt: str
     sha256: str
-    search: dict
+    search: dict[str, Any]
     engine: str = Field("", description="the engine that translates: torch or ctranslate2")
 
 

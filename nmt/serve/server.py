@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, TextIO
 
 from nmt.config import ServeConfig
-from nmt.errors import ConfigError, OutputError, os_error_message
-from nmt.serve.engine import ModelInfo, TranslationEngine
+from nmt.core.errors import ConfigError, OutputError, os_error_message
+from nmt.inference.engines import Engine as TranslationEngine
+from nmt.serve.backend import ModelInfo
 
 EXTRA_HINT = 'pip install "nmt-toolkit[serve]"'
 # The web stack: module -> the package that installs it.

@@ -9,13 +9,12 @@ import hmac
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from nmt.config import MAX_BEAM, ServeConfig, check_range
-from nmt.errors import ConfigError
-from nmt.search import SearchConfig
-from nmt.serve.batching import Batcher
-from nmt.serve.engine import ModelInfo
-from nmt.serve.errors import ClientGone, RequestError, TooLarge
-from nmt.translate import Translation
+from nmt.config import SearchConfig, ServeConfig, check_field
+from nmt.core.errors import ConfigError
+from nmt.inference.translator import Translation
+from nmt.serve.backend import ModelInfo
+from nmt.serve.batcher import Batcher
+from nmt.serve.http_errors import ClientGone, RequestError, TooLarge
 
 LINES_KEY = "nmt.lines"  # the ASGI scope entry where an endpoint notes how many lines it translated
 
@@ -65,14 +64,14 @@ class Service:
                                        "not text; send valid Unicode", 400) from None
         return lines
 
-    def search_for(self, beam: Optional[int] = None, nbest: Optional[int] = None) -> SearchConfig:
-        """The default search with this request's beam and n-best (422 when out of range)."""
+    def search_for(self, settings: dict[str, Any]) -> SearchConfig:
+        """The default search with the settings this request gives (beam, nbest, ...; None: the default; 422
+        when out of range). A request's n-best widens the beam to match."""
+        given = {name: value for name, value in settings.items() if value is not None}
         try:
-            for name, value in (("beam", beam), ("nbest", nbest)):
-                if value is not None:
-                    check_range(name, value, 1, MAX_BEAM)
-            search = dataclasses.replace(self.search, beam=self.search.beam if beam is None else beam,
-                                         nbest=self.search.nbest if nbest is None else nbest)
+            for name, value in given.items():
+                check_field(SearchConfig, name, value)
+            search = dataclasses.replace(self.search, **given)
             if search.nbest > search.beam:
                 search = dataclasses.replace(search, beam=search.nbest)  # n-best needs a beam that wide
             return search.validate()

@@ -1,0 +1,64 @@
+"""`nmt download`: fetch a parallel dataset (or list them, or verify a download)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typing_extensions import Annotated
+
+from nmt.cli.options import with_config_options
+from nmt.cli.render import datasets_table
+from nmt.cli.stdio import write_stdout
+from nmt.config import Overrides
+from nmt.config.command_options import DownloadOptions
+
+EPILOG = ("Example: nmt download multi30k --out data/multi30k   or   "
+          "nmt download wmt14 --pair en-fr --out data/wmt14-en-fr")
+
+
+@with_config_options({"given": DownloadOptions})
+def download_command(
+    given: Overrides[DownloadOptions],
+    name: Annotated[Optional[str], typer.Argument(help="Dataset name (see --list): a family such as wmt14, "
+                                                  "or a full name such as wmt14-en-fr.")] = None,
+) -> None:
+    """Download a parallel dataset into OUT/{train,valid,test}.{src,tgt} with a MANIFEST.json."""
+    from nmt import download as dl
+    from nmt.cli.console import err, progress_display
+    from nmt.core.errors import InputError
+
+    o = given.apply()
+    if o.list_:
+        write_stdout(datasets_table(dl.describe(info) for info in dl.list_datasets()))  # refuses a closed stdout
+        groups = ", ".join(f"{family} ({', '.join(pairs)})" for family, pairs in dl.families().items())
+        err.print(f"A family takes --pair (its first pair is the default): {groups}; "
+                  "e.g. `nmt download wmt14 --pair en-fr` is wmt14-en-fr.")
+        return
+    if name is None or o.out is None:
+        raise InputError("name a dataset and --out FOLDER (e.g. nmt download multi30k --out data/multi30k), "
+                         "or use --list")
+    spec = dl.resolve(name, o.pair)  # an unknown name or pair is an error before anything is read or written
+    if o.verify:
+        verify_download(spec.name, o.out)
+        return
+    with progress_display(bytes_unit=True) as report:
+        result = dl.download(spec, o.out, mirror=o.mirror, extra_tests=o.extra_tests, progress=report,
+                             timeout=o.timeout)
+    err.print(dl.summary(result))
+
+
+def verify_download(name: str, out: Path) -> None:
+    """--verify: print each file that differs from the manifest; InputError if any does."""
+    from nmt import download as dl
+    from nmt.cli.console import err
+    from nmt.core.errors import InputError
+
+    good, problems = dl.verify_outputs(out)
+    for problem in problems:
+        write_stdout(problem + "\n")
+    if problems:
+        raise InputError(f"{out}: {len(problems)} of {len(good) + len(problems)} files differ from {dl.MANIFEST}; "
+                         f"run `nmt download {name} --out {out}` again to rewrite them")
+    err.print(f"{out}: all {len(good)} files match {dl.MANIFEST}")

@@ -1,0 +1,190 @@
+"""The commands' own options, declared once as config fields (as the config classes of
+nmt.config.sections are): `nmt.cli.options` makes them typer options, and `Overrides.apply` checks them
+(ranges, requires/excludes) before a command runs. One class per command; the config classes a command
+shares with others (SearchConfig, InferenceConfig, ...) are offered next to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, TypeVar
+
+from nmt.config.fields import INT_MAX, check_fields, option, threads_option
+
+T = TypeVar("T", bound="CommandOptions")
+
+
+class CommandOptions:
+    """A command's options: checked against their declarations only (what they mean together is the
+    library's to check)."""
+
+    def validate(self: T) -> T:
+        check_fields(self)
+        return self
+
+
+def tokenizer_threads() -> Any:
+    return threads_option(0, "CPU threads of the tokenizer (0: all cores).")
+
+
+def model_paths() -> Any:
+    """--model/-m of the commands that translate with a checkpoint (or an ensemble)."""
+    return option(None, "Checkpoint (.pt) from train or average; repeat for an ensemble (models of one BPE "
+                  "vocabulary).", aliases=("-m",), required=True)
+
+
+@dataclass(frozen=True)
+class ProgramOptions(CommandOptions):
+    """`nmt`'s own options, before the command."""
+
+    debug: bool = option(False, "Show tracebacks of errors.")
+    version: bool = option(False, "Print the version and exit.", aliases=("-V",), eager=True)
+
+
+@dataclass(frozen=True)
+class BpeOptions(CommandOptions):
+    """`nmt bpe` (its FILES argument aside)."""
+
+    train: List[Path] = option(None, "Text files (plain, gzip, bzip2 or xz); list several after one --train.",
+                               required=True)
+    out: Path = option(None, "Where to write the BPE model.", required=True)
+    vocab_size: int = option(37000, "Joint vocabulary size.")  # its range: nmt.text.corpus.check_train_args
+    sample: Optional[int] = option(None, "Train on a seeded random sample of N lines.", example="--sample N")
+    seed: Optional[int] = option(None, "Seed of --sample (default 1).", requires="sample")
+    threads: int = tokenizer_threads()
+    kind: str = option("youtokentome", "youtokentome (BPE) or sentencepiece.")
+    model_type: Optional[str] = option(None, "sentencepiece only: unigram (default) or bpe.")
+
+
+@dataclass(frozen=True)
+class PrepareOptions(CommandOptions):
+    """`nmt prepare` (its filters are FilterConfig's)."""
+
+    bpe_model: Path = option(None, "Model from `nmt bpe` (youtokentome or SentencePiece), or a checkpoint (.pt) "
+                             "whose tokenizer to use (to fine-tune it on this data).", flag="--bpe", required=True)
+    train: str = option(None, "Path prefix: PREFIX.SRC and PREFIX.TGT (or .gz, .bz2, .xz).", required=True)
+    out: Path = option(None, "Folder for the binarized data.", required=True)
+    src: str = option(None, "Source language suffix.", required=True)
+    tgt: str = option(None, "Target language suffix.", required=True)
+    valid: Optional[str] = option(None, "Validation path prefix.")
+    test: Optional[str] = option(None, "Test path prefix.")
+    chunk_size: int = option(100_000, "Pairs encoded per chunk.")  # its range: nmt.data.dataset.prepare
+    threads: int = tokenizer_threads()
+
+
+@dataclass(frozen=True)
+class TrainRunOptions(CommandOptions):
+    """`nmt train`'s run: where, on what, from which configuration (the fields are ModelConfig's and
+    TrainConfig's)."""
+
+    data: Path = option(None, "Folder from `nmt prepare`.", required=True)
+    out: Path = option(None, "Run folder: checkpoints and log; rerun to resume.", required=True)
+    preset: Optional[str] = option(None, "tiny, small, multi30k, base or big (default base; on resume: the run's).")
+    gpus: int = option(0, "GPUs of this machine, one worker process each (0: CPU). Under torchrun: >0 puts each "
+                       "process on GPU LOCAL_RANK.")
+    nproc: int = option(1, "CPU worker processes (gloo), for CPU training and tests.")
+    threads: int = threads_option(0, "CPU threads per process (0: torch's default; with --nproc N: cores / N).")
+    layers: Optional[int] = option(None, "Encoder and decoder layers (--encoder-layers and --decoder-layers win "
+                                   "over it).", panel="Model")
+    config: Optional[Path] = option(None, "TOML file of [model] and [train] fields (and preset); the options given "
+                                    "here override it. RUN/config.toml of a run is one.")
+    print_config: bool = option(False, "Print the resolved configuration (TOML) and exit without training.")
+
+
+@dataclass(frozen=True)
+class AverageOptions(CommandOptions):
+    """`nmt average` (its INPUTS argument aside)."""
+
+    out: Path = option(None, "Averaged checkpoint to write.", required=True)
+    last: Optional[int] = option(None, "Average the newest N step checkpoints of the run folder.")
+
+
+@dataclass(frozen=True)
+class TranslateOptions(CommandOptions):
+    """`nmt translate`'s model and files (its search and engine are SearchConfig's and InferenceConfig's)."""
+
+    model: List[Path] = model_paths()
+    input: Optional[Path] = option(None, "Read this file instead of stdin.", aliases=("-i",))
+    output: Optional[Path] = option(None, "Write this file instead of stdout; it appears, whole, when the last line "
+                                    "is translated.", aliases=("-o",))
+    attention: Optional[Path] = option(None, "Also write cross-attention heatmaps (PNG, one per line and layer, a "
+                                       "panel per head) to this folder; needs matplotlib.")
+    alignments: bool = option(False, "Also print word alignments from the last layer's cross-attention, Pharaoh "
+                              "format: TEXT ||| 0-0 1-2 ... (n-best: an extra column).")
+
+
+@dataclass(frozen=True)
+class EvalOptions(CommandOptions):
+    """`nmt eval`: the references, the systems to score (--hyp files, '-' for stdin, or --model's
+    translations of --src), and the test."""
+
+    ref: List[Path] = option(None, "Reference translations, one per line; repeat for several references per line.",
+                             required=True)
+    model: Optional[List[Path]] = option(None, "Checkpoint to translate --src with; repeat for an ensemble.",
+                                         aliases=("-m",))
+    src: Optional[Path] = option(None, "Source file to translate.")
+    hyp: Optional[List[str]] = option(None, "Translations to score ('-': stdin, the default without --model); "
+                                      "repeat to score several systems.")
+    save_hyp: Optional[Path] = option(None, "Also write the translations here.")
+    as_json: bool = option(False, "Print the scores as JSON.", flag="--json")
+    paired_bs: bool = option(False, "Paired bootstrap resampling (sacreBLEU's) of every system against the first "
+                             "--hyp, the baseline: BLEU, chrF, TER with p-values.")
+    paired_bs_n: Optional[int] = option(None, "Bootstrap resamples (default 1000).", low=1, high=INT_MAX,
+                                        requires="paired_bs")
+
+
+@dataclass(frozen=True)
+class DemoOptions(CommandOptions):
+    """`nmt demo`."""
+
+    out: Path = option(None, "Folder for the whole run (data, checkpoints, averaged model).", required=True)
+    max_updates: Optional[int] = option(None, "Training updates (default: the demo's).", low=1, high=INT_MAX)
+    threads: int = threads_option(1, "CPU threads for torch; the tiny model is fastest on one.")
+
+
+@dataclass(frozen=True)
+class DownloadOptions(CommandOptions):
+    """`nmt download` (its NAME argument aside)."""
+
+    out: Optional[Path] = option(None, "Output folder.")
+    pair: Optional[str] = option(None, "Language pair, source first (en-de, de-en, en-fr, fr-en; see --list); "
+                                 "default: the family's first.")
+    mirror: Optional[str] = option(None, "Base URL or local folder that replaces the dataset's source.")
+    extra_tests: bool = option(False, "Also fetch the dataset's extra test sets.")
+    list_: bool = option(False, "List the known datasets.", flag="--list")
+    # its range is checked by the download (--list and --verify take none)
+    timeout: float = option(30.0, "Seconds to wait for the server's next bytes (connect: 10 at most); a transfer "
+                            "that brings under 1 KiB in this time has stalled and is resumed.")
+    verify: bool = option(False, "Check the files in --out against MANIFEST.json's sizes and sha256, download "
+                          "nothing; exit 1 if any differs.")
+
+
+@dataclass(frozen=True)
+class ListenOptions(CommandOptions):
+    """`nmt serve`'s model and address (its batching and limits are ServeConfig's)."""
+
+    model: List[Path] = model_paths()
+    host: str = option("127.0.0.1", "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
+                       "interface, e.g. behind a reverse proxy).")
+    port: int = option(8080, "TCP port.", low=0, high=65535)
+
+
+@dataclass(frozen=True)
+class ExportOptions(CommandOptions):
+    """`nmt export` (its MODEL and OUT_DIR arguments aside)."""
+
+    format: str = option("ctranslate2", "Target engine: ctranslate2.")
+    quantization: Optional[str] = option(None, "Store weights as int8, int8_float16, int16, float16, bfloat16 "
+                                         "(default: float32; CTranslate2 can also quantise at load time).")
+    force: bool = option(False, "Replace OUT_DIR if it exists.")
+
+
+@dataclass(frozen=True)
+class ImportMarianOptions(CommandOptions):
+    """`nmt import marian` (its FOLDER argument aside)."""
+
+    out: Path = option(None, "Checkpoint (.pt) to write.", required=True)
+    src: Optional[str] = option(None, "Source language (default: the folder's tokenizer_config.json, else its "
+                                "name, opus-mt-SRC-TGT).")
+    tgt: Optional[str] = option(None, "Target language (as --src).")

@@ -1,0 +1,358 @@
+"""Binarized parallel data, a store: `prepare` writes it, `ParallelDataset` reads one split of it.
+
+`prepare` binarizes each split of a parallel corpus with the tokenizer (youtokentome's joint BPE, or
+SentencePiece: see nmt/text/tokenizer.py) through `nmt.data.binarize`, which streams it in chunks and
+filters the training split, so memory does not grow with the corpus beyond the dedup hashes (8 bytes
+per kept training pair).  Layout of the output directory:
+
+    meta.json       written last, atomically: its presence marks a finished store
+    report.json     per-split filter counts (what `nmt prepare` prints)
+    bpe.model       a copy of the tokenizer's model, which training embeds in checkpoints (a SentencePiece
+                    model: spm.model, or source.spm, target.spm and pieces.json; meta.json names them)
+    {split}.bin     token ids, uint16 (vocab <= 65535) or uint32, for each pair src then tgt
+    {split}.idx     IDX_MAGIC, version, dtype code, count, then int64 src/tgt offsets and
+                    int32 src/tgt lengths (in tokens), one entry per pair
+
+Ids are subword ids without specials; `nmt.data.batches.collate` adds EOS/BOS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from nmt.config import INT_MAX, FilterConfig, check_range
+from nmt.core.errors import ConfigError, DataError, InputError
+from nmt.core.files import atomic_write, check_output_dir, folder_lock, resolve_prefixed
+from nmt.core.identity import DataIdentity, legacy_identity
+from nmt.core.progress import ProgressFn, ignore
+from nmt.data.binarize import (
+    DTYPES,
+    FORMAT_VERSION,
+    IDX_HEADER,
+    IDX_MAGIC,
+    PARTIAL,
+    SplitReport,
+    binarize_split,
+    dtype_code,
+)
+from nmt.text.tokenizer import (
+    FILE_NAMES,
+    Tokenizer,
+    digest,
+    from_file,
+    identity_of,
+    load_tokenizer,
+    model_noun,
+    read_files,
+    save_files,
+)
+
+FORMAT = "nmt-data"
+_OWN_FILES = ("meta.json", "report.json", *FILE_NAMES)
+_STAGING = ".staging"  # a store being written, inside the store's folder (same file system: renames swap it in)
+
+
+def _split_paths(prefix: str | Path, src: str, tgt: str) -> tuple[Path, Path]:
+    """`prefix.src` and `prefix.tgt`, each plain or compressed (.gz, .bz2, .xz)."""
+    prefix = str(prefix)
+    return resolve_prefixed(f"{prefix}.{src}"), resolve_prefixed(f"{prefix}.{tgt}")
+
+
+def _remove_partials(out: Path) -> None:
+    """Delete `.partial` files: split data that was being written when a run stopped."""
+    for p in out.glob(f"*{PARTIAL}"):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Delete what crashed runs left in `out`: `.partial` files, a staging folder, atomic_write's
+    `.{name}.XXXX.tmp` files. Called while holding the folder's lock, so no live process owns them."""
+    _remove_partials(out)
+    shutil.rmtree(out / _STAGING, ignore_errors=True)
+    for p in out.glob(".*.tmp"):
+        if any(p.name.startswith(f".{name}.") for name in _OWN_FILES):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Replace the store in `out` by the finished one in `staging`. meta.json goes first and comes back
+    last, so a crash in between leaves a store that reads as unfinished, never a mix that reads as good."""
+    with contextlib.suppress(FileNotFoundError):
+        (out / "meta.json").unlink()
+    for name in ("train", "valid", "test"):  # splits an earlier run wrote and this one may not
+        for ext in ("bin", "idx"):
+            with contextlib.suppress(FileNotFoundError):
+                (out / f"{name}.{ext}").unlink()
+    for name in FILE_NAMES:  # the files of another tokenizer
+        with contextlib.suppress(FileNotFoundError):
+            (out / name).unlink()
+    for path in sorted(staging.iterdir(), key=lambda p: p.name == "meta.json"):
+        os.replace(path, out / path.name)
+    staging.rmdir()
+
+
+def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths: dict[str, tuple[Path, Path]],
+                 filters: FilterConfig, threads: int, chunk_size: int, progress: ProgressFn) -> dict[str, SplitReport]:
+    """Binarize every split into `staging`, then the tokenizer's files, report.json and meta.json."""
+    reports: dict[str, SplitReport] = {}
+    split_meta: dict[str, dict[str, Any]] = {}
+    for name, (src_path, tgt_path) in paths.items():
+        f = filters if name == "train" else None
+        reports[name], split_meta[name] = binarize_split(
+            tokenizer, name, src_path, tgt_path, staging, f, threads, chunk_size, progress
+        )
+        for ext in ("bin", "idx"):
+            os.replace(staging / f"{name}.{ext}{PARTIAL}", staging / f"{name}.{ext}")
+    record = save_files(tokenizer.to_data(), staging)
+    report = {"filters": asdict(filters), "splits": {n: asdict(r) for n, r in reports.items()}}
+    with atomic_write(staging / "report.json", "w") as fh:
+        json.dump(report, fh, indent=2)
+        fh.write("\n")
+    meta = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "src": src,
+        "tgt": tgt,
+        "vocab_size": tokenizer.vocab_size,
+        "dtype": DTYPES[dtype_code(tokenizer.vocab_size)].name,
+        "tokenizer": record,  # kind, files, sha256
+        # youtokentome: the key an nmt before SentencePiece reads (it still can read such a store)
+        **legacy_identity(record["kind"], record["sha256"]),
+        "filters": asdict(filters),
+        "splits": split_meta,
+    }
+    with atomic_write(staging / "meta.json", "w") as fh:
+        json.dump(meta, fh, indent=2)
+        fh.write("\n")
+    return reports
+
+
+def prepare(
+    bpe_model: str | Path | Tokenizer,
+    out: Path,
+    src: str,
+    tgt: str,
+    train: str | Path,
+    valid: str | Path | None = None,
+    test: str | Path | None = None,
+    filters: FilterConfig = FilterConfig(),
+    threads: int = -1,
+    chunk_size: int = 100_000,
+    progress: ProgressFn = ignore,
+) -> dict[str, SplitReport]:
+    """Binarize `{prefix}.{src}` / `{prefix}.{tgt}` for each given split into `out/`, encoded with `bpe_model`:
+    a model file from `nmt bpe` (youtokentome or SentencePiece) or a loaded `Tokenizer`.
+
+    Filters apply to train only; valid/test keep every non-empty pair. The new store is written in a
+    staging folder inside `out/` and replaces an earlier store only once it is complete, so a bad input
+    or a crash leaves the earlier store as it was. The folder is locked against a second `nmt prepare`.
+    """
+    filters.validate()
+    if src == tgt:
+        raise ConfigError(f"--src and --tgt are both {src!r}; give two different language suffixes")
+    check_range("--chunk-size", chunk_size, 1, INT_MAX)
+    out = Path(out)
+    check_output_dir(out, "--out")
+    tokenizer = from_file(bpe_model) if isinstance(bpe_model, (str, Path)) else bpe_model
+    splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
+    paths = {name: _split_paths(prefix, src, tgt) for name, prefix in splits.items()}  # fail early
+
+    with folder_lock(out):
+        _remove_leftovers(out)
+        staging = out / _STAGING
+        staging.mkdir()
+        try:
+            reports = _write_store(staging, tokenizer, src, tgt, paths, filters, threads, chunk_size, progress)
+            _swap_in(staging, out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # after an error; after success it is gone already
+    return reports
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _corrupt(directory: Path, why: str) -> DataError:
+    return DataError(f"{directory}: dataset is incomplete or corrupt ({why}); run `nmt prepare` again")
+
+
+def load_meta(directory: Path) -> dict[str, Any]:
+    """The store's meta.json; DataError when missing (unfinished), foreign or of another version."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DataError(f"{directory}: no such dataset directory; create it with `nmt prepare`")
+    try:
+        meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _corrupt(directory, "no meta.json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _corrupt(directory, f"unreadable meta.json: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _corrupt(directory, "meta.json is not an nmt dataset description")
+    if meta.get("version") != FORMAT_VERSION:
+        raise _corrupt(directory, f"format version {meta.get('version')}, this nmt reads {FORMAT_VERSION}")
+    if not isinstance(meta.get("splits"), dict) or "vocab_size" not in meta:
+        raise _corrupt(directory, "meta.json lacks splits or vocab_size")
+    for key, kind in (("src", str), ("tgt", str), ("vocab_size", int), ("bpe_sha256", str)):
+        if key == "bpe_sha256" and key not in meta:  # SentencePiece stores record their tokenizer otherwise
+            continue
+        value = meta.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            what = "string" if kind is str else "whole number"
+            raise _corrupt(directory, f"meta.json's {key} is {value!r}, not a {what}")
+    if not 0 < meta["vocab_size"] <= INT_MAX:
+        raise _corrupt(directory, f"meta.json's vocab_size {meta['vocab_size']} is out of range")
+    return meta
+
+
+def _tokenizer_record(directory: Path, meta: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """meta.json's record of the tokenizer (kind, files, sha256); None for a store of an nmt before
+    SentencePiece, whose youtokentome model is bpe.model and its digest "bpe_sha256"."""
+    record = meta.get("tokenizer")
+    if record is None:
+        if not isinstance(meta.get("bpe_sha256"), str):
+            raise _corrupt(directory, "meta.json names no tokenizer")
+        return None
+    if not (isinstance(record, dict) and isinstance(record.get("kind"), str) and isinstance(record.get("sha256"), str)
+            and isinstance(record.get("files"), dict)):
+        raise _corrupt(directory, "meta.json's tokenizer record is malformed")
+    return record
+
+
+def read_tokenizer(data_dir: Path) -> Tokenizer:
+    """The store's tokenizer, checked against the sha256 that meta.json recorded: a swapped model would
+    train on ids that mean other words, and fail only at the first validation."""
+    data_dir = Path(data_dir)
+    meta = load_meta(data_dir)
+    record = _tokenizer_record(data_dir, meta)
+    try:
+        data = read_files(data_dir, record)
+    except OSError as e:
+        raise _corrupt(data_dir, f"{Path(e.filename or '').name}: {e.strerror or e}") from None
+    except InputError as e:
+        raise _corrupt(data_dir, str(e)) from None
+    files = ", ".join(str(data_dir / name) for name in (record or {"files": {"source": "bpe.model"}})["files"].values())
+    if digest(data) != (record["sha256"] if record else meta["bpe_sha256"]):
+        what = model_noun(data["kind"])
+        raise DataError(f"{files}: not the {what} the data was encoded with (its sha256 differs from meta.json's); "
+                        "put the original back, or run `nmt prepare` again with this one")
+    try:
+        return load_tokenizer(data, files)
+    except InputError as e:
+        raise DataError(f"{e}; run `nmt prepare` again") from None
+
+
+def longest_pair(data_dir: Path, split: str = "train") -> int:
+    """The most BPE tokens of a side of any pair of `split` (0 for an empty split)."""
+    data = ParallelDataset(data_dir, split)
+    if not len(data):
+        return 0
+    return int(max(data.src_lengths.max(), data.tgt_lengths.max()))
+
+
+def data_identity(data_dir: Path) -> DataIdentity:
+    """What a checkpoint remembers of its data, to refuse resuming on other data."""
+    meta = load_meta(data_dir)
+    record = _tokenizer_record(Path(data_dir), meta)
+    tokenizer = identity_of(record["kind"], record["sha256"]) if record else {"bpe_sha256": meta["bpe_sha256"]}
+    return DataIdentity.from_dict({"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"],
+                                   **tokenizer}, str(Path(data_dir) / "meta.json"))
+
+
+class ParallelDataset:
+    """One split of a prepared store, memory-mapped: pairs of BPE id arrays without specials."""
+
+    def __init__(self, directory: Path, split: str) -> None:
+        """Open `directory/{split}.*`; DataError when missing, incomplete or corrupt."""
+        self.directory = Path(directory)
+        self.split = split
+        self.meta: dict[str, Any] = load_meta(self.directory)
+        info = self.meta["splits"].get(split)
+        if info is None:
+            have = ", ".join(self.meta["splits"]) or "none"
+            raise DataError(
+                f"{self.directory}: no {split!r} split (has {have}); pass --{split} to `nmt prepare`"
+            )
+        if not (isinstance(info, dict) and isinstance(info.get("pairs"), int)
+                and isinstance(info.get("tokens"), int)):
+            raise _corrupt(self.directory, f"meta.json lacks the {split} pair and token counts")
+        n, code = self._read_header(info)
+        try:
+            idx = np.memmap(self.directory / f"{split}.idx", mode="r", offset=IDX_HEADER.size,
+                            dtype=np.uint8, shape=(n * 24,))
+            tokens = np.memmap(self.directory / f"{split}.bin", mode="r", dtype=DTYPES[code],
+                               shape=(info["tokens"],)) if info["tokens"] else np.zeros(0, DTYPES[code])
+        except (OSError, ValueError) as e:
+            raise _corrupt(self.directory, f"{split}.bin/.idx: {e}") from None
+        self.src_offsets: np.ndarray = idx[: 8 * n].view("<i8")
+        self.tgt_offsets: np.ndarray = idx[8 * n : 16 * n].view("<i8")
+        self.src_lengths: np.ndarray = idx[16 * n : 20 * n].view("<i4")  # (N,) tokens, no specials
+        self.tgt_lengths: np.ndarray = idx[20 * n : 24 * n].view("<i4")
+        self.tokens: np.ndarray = tokens  # flat ids, uint16 or uint32
+        self._check_consistent(info)
+
+    def _read_header(self, info: dict[str, Any]) -> tuple[int, int]:
+        """Validate the idx header and both file sizes against meta.json; return (count, dtype code)."""
+        idx_path = self.directory / f"{self.split}.idx"
+        bin_path = self.directory / f"{self.split}.bin"
+        try:
+            with open(idx_path, "rb") as f:
+                head = f.read(IDX_HEADER.size)
+            idx_size, bin_size = idx_path.stat().st_size, bin_path.stat().st_size
+        except OSError as e:
+            raise _corrupt(self.directory, f"{e.filename}: {e.strerror}") from None
+        if len(head) < IDX_HEADER.size:
+            raise _corrupt(self.directory, f"{idx_path.name} is truncated")
+        magic, version, code, n = IDX_HEADER.unpack(head)
+        expect_code = dtype_code(int(self.meta["vocab_size"]))
+        if magic != IDX_MAGIC or version != FORMAT_VERSION or code != expect_code:
+            raise _corrupt(self.directory, f"{idx_path.name} has a bad header")
+        if n != info["pairs"]:
+            raise _corrupt(self.directory, f"{idx_path.name} holds {n} pairs, meta.json says {info['pairs']}")
+        expect = IDX_HEADER.size + 24 * n  # 2 int64 offsets + 2 int32 lengths per pair
+        if idx_size != expect:
+            raise _corrupt(self.directory, f"{idx_path.name} has {idx_size} bytes, expected {expect}")
+        expect = info["tokens"] * DTYPES[code].itemsize
+        if bin_size != expect:
+            raise _corrupt(self.directory, f"{bin_path.name} has {bin_size} bytes, expected {expect}")
+        return n, code
+
+    def _check_consistent(self, info: dict[str, Any]) -> None:
+        """Whole-index and token checks (vectorised passes), so a damaged store fails here, naming the file,
+        not with an IndexError mid-training: pairs lie back to back, source then target, and every id is
+        below the vocabulary size."""
+        src_len, tgt_len = self.src_lengths.astype(np.int64), self.tgt_lengths.astype(np.int64)
+        if (src_len < 0).any() or (tgt_len < 0).any() or int(src_len.sum() + tgt_len.sum()) != info["tokens"]:
+            raise _corrupt(self.directory, f"{self.split}.idx lengths do not add up to the tokens of {self.split}.bin")
+        ends = np.cumsum(src_len + tgt_len)
+        if not (np.array_equal(self.src_offsets, ends - src_len - tgt_len)
+                and np.array_equal(self.tgt_offsets, ends - tgt_len)):
+            raise _corrupt(self.directory, f"{self.split}.idx offsets do not match the lengths (or point past "
+                                           f"the end of {self.split}.bin)")
+        vocab = int(self.meta["vocab_size"])
+        if len(self.tokens) and int(self.tokens.max()) >= vocab:
+            raise _corrupt(self.directory, f"{self.split}.bin holds token id {int(self.tokens.max())}, beyond the "
+                                           f"vocabulary of {vocab}")
+
+    def __len__(self) -> int:
+        return len(self.src_lengths)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(src ids (S,), tgt ids (T,)) of pair `i`: read-only views of the memory map."""
+        n = len(self.src_lengths)
+        if not -n <= i < n:
+            raise IndexError(f"pair {i} out of range for {n} pairs")
+        i %= n
+        so, to = int(self.src_offsets[i]), int(self.tgt_offsets[i])
+        return (self.tokens[so : so + int(self.src_lengths[i])],
+                self.tokens[to : to + int(self.tgt_lengths[i])])

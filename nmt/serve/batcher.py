@@ -1,0 +1,189 @@
+"""Dynamic batching: one bounded queue of requests, and a worker thread that merges them into chunks.
+
+The worker takes the oldest request, adds the queued requests that share its search settings (in arrival
+order) until --max-batch-sentences, until no request has come for --quiet-ms, or at the latest until
+--max-wait-ms have passed since the oldest arrived or the model became free, whichever is later (so that
+under load the clients just answered can send their next line into the coming batch instead of one of
+their own, while a lone request waits only --quiet-ms; under load the batch also waits, within
+--max-wait-ms, for as many requests as the last batch answered), and translates their lines as one chunk. The
+engine sorts a chunk by length and cuts model batches of --max-batch-tokens, so every line gets exactly
+what `nmt translate` gives it. With --max-wait-ms 0 (the CTranslate2 engine's default) the worker waits for
+nobody: a batch goes as soon as the engine is free, with what has queued meanwhile. A chunk that fails is
+translated again request by request, so that one bad request fails alone. The event loop only queues and
+awaits: it never runs the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from nmt.config import SearchConfig, ServeConfig
+from nmt.serve.backend import TranslateFn
+from nmt.serve.http_errors import Overloaded, TooLarge
+
+if TYPE_CHECKING:
+    from nmt.inference.translator import Translation
+
+
+@dataclass(eq=False)
+class PendingRequest:
+    """One request's lines, waiting for the worker; `future` lives on the event loop."""
+
+    lines: list[str]
+    search: SearchConfig
+    future: asyncio.Future[list[Translation]]
+    loop: asyncio.AbstractEventLoop
+    arrived: float = field(default_factory=time.monotonic)
+    withdrawn: bool = False  # set on the event loop: nobody waits for the outcome any more
+
+    def resolve(self, result: Any = None, error: Optional[BaseException] = None) -> None:
+        """Hand the outcome to the event loop (thread-safe); a withdrawn or settled request is left alone
+        (an exception nobody awaits would be logged by asyncio)."""
+        def settle() -> None:
+            if self.future.done() or self.withdrawn:
+                return
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(result)
+
+        try:
+            self.loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the event loop is closed: the server has stopped, nobody waits
+            pass
+
+
+class Batcher:
+    """The queue and the worker thread that merges requests into batches (see the module doc)."""
+
+    def __init__(self, translate: TranslateFn, cfg: ServeConfig,
+                 on_batch: Callable[[int, float], None] = lambda n, s: None):
+        self.translate, self.cfg, self.on_batch = translate, cfg, on_batch
+        if cfg.max_wait_ms is None:  # its default is the engine's: the caller knows the engine, not the batcher
+            raise ValueError("Batcher needs --max-wait-ms resolved: give it cfg.for_engine(engine.name)")
+        self.max_wait = cfg.max_wait_ms / 1000
+        self.queue: collections.deque[PendingRequest] = collections.deque()
+        self.queued_lines = 0
+        self.cond = threading.Condition()
+        self.stopping = False
+        self.free_since = 0.0  # time.monotonic() when the model last finished a batch
+        self.answered = 0  # requests that batch answered: under load, their clients send their next lines now
+        self.thread = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def submit(self, lines: list[str], search: SearchConfig) -> PendingRequest:
+        """Queue `lines` (called on the event loop): TooLarge if they could never fit the queue, Overloaded
+        when it cannot take them now."""
+        if len(lines) > self.cfg.max_queue:
+            raise TooLarge(f"{len(lines)} lines in one request; the queue holds at most {self.cfg.max_queue} "
+                           "(--max-queue): send fewer lines per request")
+        loop = asyncio.get_running_loop()
+        pending = PendingRequest(lines, search, loop.create_future(), loop)
+        with self.cond:
+            if self.stopping:
+                raise Overloaded("the server is shutting down")
+            if self.queued_lines + len(lines) > self.cfg.max_queue:
+                raise Overloaded(f"{self.queued_lines} lines are waiting (--max-queue {self.cfg.max_queue})")
+            self.queue.append(pending)
+            self.queued_lines += len(lines)
+            self.cond.notify()
+        return pending
+
+    def withdraw(self, pending: PendingRequest) -> bool:
+        """Take a request back (timeout, client gone): out of the queue at once, its lines no longer counted.
+        False when the worker has taken it already (its batch is being translated)."""
+        with self.cond:
+            pending.withdrawn = True
+            try:
+                self.queue.remove(pending)
+            except ValueError:
+                return False
+            self.queued_lines -= len(pending.lines)
+            self.cond.notify()  # the batch being formed may have been waiting for this one
+            return True
+
+    def close(self, timeout: Optional[float] = None) -> bool:
+        """Translate what is queued, then stop the worker; False if it was still busy after `timeout` s."""
+        with self.cond:
+            self.stopping = True
+            self.cond.notify()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def next_batch(self) -> list[PendingRequest]:
+        """Wait for work; then the oldest request and the queued requests of the same search settings, up to
+        max_batch_sentences lines, taken when the batch is full, or when no request has come for quiet_ms,
+        or at the latest max_wait_ms after the oldest arrived or the model became free, whichever is later.
+        While the model is busy, quiet_ms counts only once as many requests have arrived since the model
+        became free as its last batch answered: those clients' next requests come spread over more than a
+        few milliseconds on a loaded machine, and a batch cut before them splits the clients into cohorts
+        that never meet again (half-full batches). [] once stopping with nothing queued."""
+        with self.cond:
+            while True:
+                while not self.queue:
+                    if self.stopping:
+                        return []
+                    self.cond.wait()
+                start = max(self.queue[0].arrived, self.free_since)
+                max_wait = self.max_wait
+                limit = start + max_wait
+                quiet = min(self.cfg.quiet_ms / 1000, max_wait)
+                # the oldest came while the model worked, or just after: the clients just answered are coming back
+                busy = self.queue[0].arrived < self.free_since + max_wait
+                while self.queue:
+                    batch = self._compatible()
+                    lines = sum(len(p.lines) for p in batch)
+                    returned = sum(1 for p in self.queue if p.arrived >= self.free_since)
+                    if busy and returned < self.answered:
+                        wait = limit - time.monotonic()
+                    else:
+                        wait = min(limit, max(start, self.queue[-1].arrived) + quiet) - time.monotonic()
+                    if lines >= self.cfg.max_batch_sentences or wait <= 0 or self.stopping:
+                        for pending in batch:
+                            self.queue.remove(pending)
+                            self.queued_lines -= len(pending.lines)
+                        return batch
+                    self.cond.wait(wait)
+                # every request waiting was withdrawn meanwhile: wait for new ones
+
+    def _compatible(self) -> list[PendingRequest]:
+        """The oldest request, and the later ones with its search settings that still fit the batch."""
+        first = self.queue[0]
+        batch, lines = [first], len(first.lines)
+        for pending in list(self.queue)[1:]:
+            if pending.search == first.search and lines + len(pending.lines) <= self.cfg.max_batch_sentences:
+                batch.append(pending)
+                lines += len(pending.lines)
+        return batch
+
+    def _run(self) -> None:
+        while batch := self.next_batch():
+            self._translate(batch)
+
+    def _translate(self, batch: list[PendingRequest]) -> None:
+        lines = [line for pending in batch for line in pending.lines]
+        start = time.monotonic()
+        try:
+            results = self.translate(lines, batch[0].search)
+        except Exception as e:
+            self.free_since = time.monotonic()
+            if len(batch) == 1:
+                batch[0].resolve(error=e)
+            else:  # which request is at fault is unknown: each goes again alone, so the others get their lines
+                for pending in batch:
+                    self._translate([pending])
+            return
+        self.free_since, self.answered = time.monotonic(), len(batch)
+        self.on_batch(len(lines), self.free_since - start)
+        at = 0
+        for pending in batch:
+            pending.resolve(results[at : at + len(pending.lines)])
+            at += len(pending.lines)

@@ -1,0 +1,31 @@
+"""The server's files: its API keys and its access log (its options are `nmt.config.ServeConfig`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.config import ServeConfig
+from nmt.core.compression import codec_of_name, read_small_text
+from nmt.core.errors import ConfigError
+from nmt.core.files import check_output_file
+
+
+def check_files(cfg: ServeConfig) -> None:
+    """InputError/OutputError naming the option unless the --api-keys file holds keys and the --access-log
+    file can be written (before the server starts, not at its first request)."""
+    if cfg.api_keys is not None:
+        read_api_keys(cfg.api_keys)
+    if cfg.access_log is not None and str(cfg.access_log) != "-":
+        if codec_of_name(str(cfg.access_log), "--access-log") is not None:  # (other suffixes: its own error)
+            raise ConfigError(f"--access-log {cfg.access_log}: the log is appended to line by line, as plain text; "
+                              "name it without the compression suffix (compress it when it is rotated)")
+        check_output_file(cfg.access_log, "--access-log")
+
+
+def read_api_keys(path: Path) -> frozenset[str]:
+    """The keys of an --api-keys file: one per line; blank lines and lines starting with # are skipped."""
+    text = read_small_text(path, f"--api-keys {path}", "write one key per line")
+    keys = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    if not keys:
+        raise ConfigError(f"--api-keys {path}: holds no key; write one key per line (or leave --api-keys out)")
+    return keys
