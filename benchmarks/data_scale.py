@@ -101,7 +101,7 @@ def timed(cmd: list[str], scratch: Path) -> dict:
         wrapped = [GNU_TIME, "-o", str(stats), "-f", "%e %U %S %M"] + cmd
     else:
         wrapped = [sys.executable, "-c", _RUSAGE_HELPER, str(stats)] + cmd
-    run = subprocess.run(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    run = subprocess.run(wrapped, capture_output=True, cwd=ROOT)
     if run.returncode != 0:
         sys.stderr.write(run.stderr.decode(errors="replace")[-3000:])
         raise SystemExit(f"failed ({run.returncode}): {' '.join(cmd)}")

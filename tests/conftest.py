@@ -15,8 +15,8 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -149,8 +149,7 @@ def tiny_checkpoint(tiny_run) -> Path:
     return tiny_run / "checkpoint_00000030.pt"
 
 
-TOY_WORDS = ("the cat dog sat ran on under mat house big small red green quick slow bird tree "
-             "river stone light dark water fire earth wind over into").split()
+TOY_WORDS = ["the", "cat", "dog", "sat", "ran", "on", "under", "mat", "house", "big", "small", "red", "green", "quick", "slow", "bird", "tree", "river", "stone", "light", "dark", "water", "fire", "earth", "wind", "over", "into"]
 
 
 def toy_sentences(n: int, seed: int) -> list[str]:

@@ -390,3 +390,16 @@ def test_the_architecture_page_states_the_layers_of_the_test():
             continue
         listed = set() if allowed == "nothing of nmt" else {f"nmt.{name.strip()}" for name in allowed.split(",")}
         assert listed == LAYERS[f"nmt.{package}"], package
+
+
+def test_modules_and_functions_stay_short():
+    """At most 500 lines a module and 60 a function: a module is one concept, a function one step."""
+    long_modules, long_functions = [], []
+    for name, path in sources().items():
+        text = path.read_text()
+        if len(text.splitlines()) > 500:
+            long_modules.append(name)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long_functions.append(f"{name}.{node.name}")
+    assert (long_modules, long_functions) == ([], [])

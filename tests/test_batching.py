@@ -76,7 +76,7 @@ def test_deterministic_per_seed_and_epoch():
 
 def test_empty_and_bad_arguments():
     assert make_batches(np.zeros(0), np.zeros(0), 100) == []
-    with pytest.raises(InputError, match="max-tokens"):
+    with pytest.raises(InputError, match="`max_tokens`"):
         make_batches(*lengths(10), 0)
     with pytest.raises(InputError, match="max-sentences"):
         make_batches(*lengths(10), 100, max_sentences=0)

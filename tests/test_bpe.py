@@ -128,7 +128,7 @@ def test_too_large_vocab_warns_and_shrinks(corpus, tmp_path):
     tok = train_bpe([en], tmp_path / "m.model", vocab_size=5000, threads=1,
                     progress=lambda p: p.message and messages.append(p.message))
     assert tok.vocab_size < 5000
-    assert any("--vocab-size" in m for m in messages)
+    assert any("`vocab_size`" in m for m in messages)
 
 
 @pytest.mark.parametrize("vocab_size", [6, 0, -3, 1 << 30])

@@ -357,7 +357,8 @@ def train_options() -> dict[str, list[str]]:
 def test_every_config_field_is_a_train_option_and_back():
     """A field is declared once, in nmt/config.py: `nmt train` has its option (named as declared), and
     every other option is one of the command's own (launch) options."""
-    from nmt.config import ModelConfig, TrainConfig, fields_of, flag_of, spec_of
+    from nmt.config import ModelConfig, TrainConfig, fields_of, spec_of
+    from nmt.config.flags import flag
 
     options = train_options()
     declared = {name for cls in (ModelConfig, TrainConfig) for name, f in fields_of(cls).items() if spec_of(f).cli}
@@ -367,7 +368,7 @@ def test_every_config_field_is_a_train_option_and_back():
     for cls in (ModelConfig, TrainConfig):
         for name in fields_of(cls):
             if name in declared:
-                assert flag_of(cls, name) in options[name]
+                assert flag(name) in options[name]
 
 
 def test_train_options_reach_the_config(tiny_data, tmp_path):
@@ -426,7 +427,8 @@ def test_config_file_and_options_agree(tiny_data, tmp_path):
     override the file."""
     from dataclasses import fields
 
-    from nmt.config import ModelConfig, TrainConfig, flag_of, spec_of
+    from nmt.config import ModelConfig, TrainConfig, spec_of
+    from nmt.config.flags import flag
 
     # A value other than the tiny preset's for every settable field, through options...
     values = {"d_model": 48, "n_heads": 3, "encoder_layers": 2, "decoder_layers": 3, "d_ff": 96, "dropout": 0.2,
@@ -444,11 +446,10 @@ def test_config_file_and_options_agree(tiny_data, tmp_path):
     assert set(values) == settable  # a new field needs a value here
     args = []
     for name, value in values.items():
-        flag = flag_of(ModelConfig if name in ModelConfig.__dataclass_fields__ else TrainConfig, name)
         if isinstance(value, bool):  # a --flag/--no-flag pair
-            args.append(flag if value else flag.replace("--", "--no-", 1))
+            args.append(flag(name, off=not value))
             continue
-        args += [flag, *map(str, value)] if isinstance(value, tuple) else [flag, str(value)]
+        args += [flag(name), *map(str, value)] if isinstance(value, tuple) else [flag(name), str(value)]
     base = ["train", "--data", tiny_data, "--out", tmp_path / "run", "--preset", "tiny", "--print-config"]
     from_options = ok(nmt(*base, *args)).stdout
     # ... and through a file: the printed configuration is such a file

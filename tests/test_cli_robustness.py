@@ -314,16 +314,19 @@ def chained(error: BaseException, context: BaseException) -> BaseException:
     (chained(RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 64 vs 12"),
              OSError(27, "File too large")),
      "File too large; the file is too large for this file system; choose another location"),
-    (MemoryError(), "out of memory; lower --max-tokens (or --batch-size, --beam), or use a machine with more "
+    (MemoryError(), "out of memory; lower `max_tokens` (or `batch_size`, `beam`), or use a machine with more "
                     "memory (MemoryError)"),
     (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 10 bytes"),
-     "out of memory; lower --max-tokens (or --batch-size, --beam), or use a machine with more memory "
+     "out of memory; lower `max_tokens` (or `batch_size`, `beam`), or use a machine with more memory "
      "(DefaultCPUAllocator: can't allocate memory: you tried to allocate 10 bytes)"),
 ])
 def test_error_lines(error, line):
+    from nmt.config.flags import as_flags
     from nmt.core.failures import error_line
 
-    assert error_line(error) == (line, 1)
+    assert error_line(error) == (line, 1)  # the library names fields; the command line shows their options
+    if "out of memory" in line:
+        assert as_flags(line).startswith("out of memory; lower --max-tokens (or --batch-size, --beam), or use a ")
 
 
 def test_bugs_keep_their_traceback():

@@ -25,8 +25,8 @@ from nmt.data.dataset import (
 )
 from nmt.text.bpe import BpeTokenizer, train_bpe
 
-EN = "the a cat dog sat ran on under mat house big small red green quick slow".split()
-DE = "der die katze hund sass lief auf unter matte haus gross klein rot gruen schnell langsam".split()
+EN = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "house", "big", "small", "red", "green", "quick", "slow"]
+DE = ["der", "die", "katze", "hund", "sass", "lief", "auf", "unter", "matte", "haus", "gross", "klein", "rot", "gruen", "schnell", "langsam"]
 
 
 def corpus(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -215,17 +215,29 @@ def test_empty_corpus(bpe, tmp_path, text):
 
 @pytest.mark.parametrize(
     "filters, option",
-    [(FilterConfig(min_len=50), "--min-len"), (FilterConfig(max_len=2, min_len=1), "--max-len")],
+    [(FilterConfig(min_len=50), "`min_len`"), (FilterConfig(max_len=2, min_len=1), "`max_len`")],
 )
 def test_nothing_survives_filtering(bpe, data, tmp_path, filters, option):
     with pytest.raises(InputError, match=f"no training pair survived.*{option}"):
         prepare(bpe, tmp_path / "out", "en", "de", data / "train", filters=filters)
 
 
+def test_the_filter_that_dropped_everything_is_named_by_its_field():
+    """The library names the field (`-dedup`: its off side); the command line shows the option (--no-dedup)."""
+    from nmt.config.flags import as_flags
+    from nmt.data.binarize import SplitReport, _explain_nothing_kept
+
+    line = _explain_nothing_kept("train", SplitReport(read=5, duplicate=4, too_long=1), FilterConfig())
+    assert line == "train: no training pair survived the filters: 4 of 5 pairs duplicates; pass `-dedup`"
+    assert as_flags(line).endswith("4 of 5 pairs duplicates; pass --no-dedup")
+    line = _explain_nothing_kept("train", SplitReport(read=5, too_short=5), FilterConfig(min_len=3))
+    assert as_flags(line).endswith("5 of 5 pairs shorter than --min-len 3 BPE tokens; lower --min-len")
+
+
 def test_bad_options(bpe, data, tmp_path):
     with pytest.raises(ConfigError):
         prepare(bpe, tmp_path / "out", "en", "en", data / "train")
-    with pytest.raises(ConfigError, match="--max-len"):
+    with pytest.raises(ConfigError, match="`max_len`"):
         prepare(bpe, tmp_path / "out", "en", "de", data / "train", filters=FilterConfig(min_len=9, max_len=5))
     with pytest.raises(InputError, match="no such file"):
         prepare(bpe, tmp_path / "out", "en", "de", data / "nothing")
@@ -277,9 +289,9 @@ def test_a_second_prepare_on_the_folder_is_refused(bpe, data, tmp_path):
     from nmt.core.files import folder_lock
 
     out = tmp_path / "out"
-    with folder_lock(out):  # as another process's would be held: flock locks belong to open files
-        with pytest.raises(BusyError, match=rf"another nmt process \(pid {os.getpid()}\) is using {out}"):
-            prepare(bpe, out, "en", "de", data / "train", data / "valid")
+    # folder_lock as another process's would be held: flock locks belong to open files
+    with folder_lock(out), pytest.raises(BusyError, match=rf"another nmt process \(pid {os.getpid()}\) is using {out}"):
+        prepare(bpe, out, "en", "de", data / "train", data / "valid")
 
 
 def corrupt_cases(out: Path) -> dict:
@@ -321,7 +333,7 @@ def test_missing_store_or_split(bpe, data, tmp_path):
     with pytest.raises(DataError, match="nmt prepare"):
         ParallelDataset(tmp_path / "nothing", "train")
     prepare(bpe, tmp_path / "out", "en", "de", data / "train")
-    with pytest.raises(DataError, match="--valid"):
+    with pytest.raises(DataError, match="pass `valid` to `nmt prepare`"):
         ParallelDataset(tmp_path / "out", "valid")
 
 

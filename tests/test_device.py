@@ -16,7 +16,7 @@ def test_precision_choice(monkeypatch):
     monkeypatch.setattr(device, "native_cpu_bf16", lambda: False)
     assert resolve_precision("auto", cpu, training=True) == "fp32"
     assert resolve_precision("bf16", cpu, training=True) == "bf16"
-    with pytest.raises(ConfigError, match="--precision fp16 needs a CUDA GPU"):
+    with pytest.raises(ConfigError, match="`precision` fp16 needs a CUDA GPU"):
         resolve_precision("fp16", cpu, training=True)
     # (native, emulated) bf16: A100/H100 (True, True); V100/T4 (False, True); older (False, False)
     for native, emulated, auto in [(True, True, "bf16"), (False, True, "fp16"), (False, False, "fp16")]:
@@ -126,7 +126,7 @@ def test_translation_precision_on_the_cpu(requested, expected):
 
 
 @pytest.mark.parametrize("requested, message", [
-    ("fp16", "needs a GPU"), ("fp8", "--precision 'fp8': use one of auto, fp32, bf16, fp16, int8"),
+    ("fp16", "needs a GPU"), ("fp8", "`precision` 'fp8': use one of auto, fp32, bf16, fp16, int8"),
 ])
 def test_translation_precision_errors_on_the_cpu(requested, message):
     with pytest.raises(ConfigError, match=message):
@@ -150,3 +150,25 @@ def test_translation_runs_in_bf16_on_the_cpu(tiny_checkpoint):
     assert len(out16) == len(lines) and out16[1] == ""
     assert all(out16[i] for i in (0, 2))  # real translations, whether or not they equal fp32's
     assert len(out32) == len(lines)
+
+
+def test_device_errors_name_the_fields_and_the_command_line_shows_the_options(monkeypatch):
+    """A Python caller reads the field it sets (`gpus`); the CLI renders the message as the options were."""
+    from nmt.compute.device import select_device
+    from nmt.config.flags import as_fields, as_flags
+
+    with pytest.raises(ConfigError) as e:
+        select_device(-1)
+    assert str(e.value) == "`gpus` must not be negative, got -1; use `gpus` 0 for the CPU"
+    assert as_flags(str(e.value)) == "--gpus must not be negative, got -1; use --gpus 0 for the CPU"
+    assert as_fields(str(e.value)) == "gpus must not be negative, got -1; use gpus 0 for the CPU"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError) as e:
+        select_device(1)
+    assert as_flags(str(e.value)) == "--gpus 1: no CUDA device is available; use --gpus 0 to run on the CPU"
+    with pytest.raises(ConfigError) as e:
+        resolve_precision("fp16", torch.device("cpu"))
+    assert as_flags(str(e.value)) == "--precision fp16 needs a GPU (--gpus 1); on the CPU use --int8, bf16 or fp32"
+    monkeypatch.setattr(device, "native_cpu_bf16", lambda: False)
+    warning = precision_warning("bf16", torch.device("cpu"))
+    assert "`precision` bf16 is emulated" in warning and "--precision bf16 is emulated" in as_flags(warning)

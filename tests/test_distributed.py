@@ -17,6 +17,7 @@ import pytest
 import torch
 from conftest import prepare_sample
 
+from nmt.config.flags import as_flags
 from nmt.core.errors import ConfigError, DataError
 from nmt.model import checkpoint
 from nmt.training.distributed import Comm, free_port, torchrun_env, workers
@@ -184,12 +185,13 @@ def test_torchrun_environment_is_detected(monkeypatch):
 def test_worker_counts_and_their_errors(monkeypatch):
     assert workers(0, 1) == (1, False)
     assert workers(0, 3) == (3, False)
-    with pytest.raises(ConfigError, match="--nproc must be at least 1"):
+    with pytest.raises(ConfigError, match="`nproc` must be at least 1") as caught:
         workers(0, 0)
+    assert as_flags(str(caught.value)) == "--nproc must be at least 1, got 0"  # the field, shown as its option
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ConfigError, match="--gpus 2: no CUDA device"):
+    with pytest.raises(ConfigError, match="`gpus` 2: no CUDA device"):
         workers(2, 1)
-    with pytest.raises(ConfigError, match="drop --nproc"):
+    with pytest.raises(ConfigError, match="drop `nproc`"):
         workers(1, 2)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

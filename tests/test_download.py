@@ -503,7 +503,7 @@ def test_local_mirror_missing_file_and_bad_dir(tmp_path):
     spec = tiny_spec("http://127.0.0.1:9/x/", files)
     with pytest.raises(DownloadError, match=re.escape(str(mirror / "train.de.gz"))):
         download(spec, tmp_path / "out", mirror=str(mirror), **FAST)
-    with pytest.raises(InputError, match="--mirror"):
+    with pytest.raises(InputError, match="`mirror`"):
         download(spec, tmp_path / "out", mirror=str(tmp_path / "nope"), **FAST)
 
 
@@ -767,9 +767,9 @@ def test_a_second_download_into_the_folder_is_refused(server, tmp_path):
 
     files = tiny_files()
     spec = tiny_spec(serve(server, files), files)
-    with folder_lock(tmp_path / "out"):  # as another process's would be held: flock locks belong to open files
-        with pytest.raises(BusyError, match=rf"another nmt process \(pid {os.getpid()}\) is using"):
-            download(spec, tmp_path / "out", **FAST)
+    # folder_lock as another process's would be held: flock locks belong to open files
+    with folder_lock(tmp_path / "out"), pytest.raises(BusyError, match=rf"another nmt process \(pid {os.getpid()}\) is using"):
+        download(spec, tmp_path / "out", **FAST)
     assert server.count() == 0
     download(spec, tmp_path / "out", **FAST)  # once the lock is free
     check_layout(tmp_path / "out", spec)
@@ -966,10 +966,10 @@ def test_resolve_name_and_pair(name, pair, expected):
 
 
 @pytest.mark.parametrize("name, pair, words", [
-    ("wmt14", "enfr", ["--pair 'enfr'", "SOURCE-TARGET", "en-de, de-en, en-fr, fr-en"]),
-    ("wmt14", "en-ru", ["--pair en-ru", "wmt14 has no en-ru", "en-de, de-en, en-fr, fr-en"]),
-    ("europarl", "en-de", ["--pair en-de", "europarl has no en-de", "choose one of: en-fr, fr-en"]),
-    ("wmt14-en-fr", "fr-en", ["--pair fr-en", "wmt14-en-fr is en-fr", "nmt download wmt14 --pair fr-en"]),
+    ("wmt14", "enfr", ["`pair` 'enfr'", "SOURCE-TARGET", "en-de, de-en, en-fr, fr-en"]),
+    ("wmt14", "en-ru", ["`pair` en-ru", "wmt14 has no en-ru", "en-de, de-en, en-fr, fr-en"]),
+    ("europarl", "en-de", ["`pair` en-de", "europarl has no en-de", "choose one of: en-fr, fr-en"]),
+    ("wmt14-en-fr", "fr-en", ["`pair` fr-en", "wmt14-en-fr is en-fr; drop `pair`", "nmt download wmt14 --pair fr-en"]),
     ("wmt15", None, ["unknown dataset 'wmt15'", "europarl, multi30k, wmt14", "wmt14-en-fr"]),
 ])
 def test_resolve_errors_name_the_option_and_the_choices(name, pair, words):
@@ -1009,7 +1009,7 @@ def test_a_server_sending_more_than_the_known_size_is_stopped(server, tmp_path, 
         download(tiny_spec(base, files), tmp_path, progress=progress, **FAST)
     message = str(err.value)
     assert message.startswith(f"{base}train.en.gz: too much data (train.en.gz is {size:,} bytes") and "\n" not in message
-    assert (f"it announces {3 * size:,}" if announced else "it sent more") in message and "--mirror" in message
+    assert (f"it announces {3 * size:,}" if announced else "it sent more") in message and "`mirror`" in message
     received = [p.done for p in log if p.unit == "B" and p.task == "download train.en.gz"]
     assert max(received, default=0) <= (0 if announced else size + 1)  # the rest is not even read
     assert not (tmp_path / ".cache" / "train.en.gz.part").exists() and not (tmp_path / ".cache" / "train.en.gz").exists()
@@ -1104,8 +1104,8 @@ def test_a_users_own_files_are_not_replaced(server, tmp_path):
     with pytest.raises(InputError) as err:
         download(spec, out, **FAST)
     message = str(err.value)
-    assert message.startswith(f"--out {out}: {out / 'train.en'} (and 1 more) exists and no MANIFEST.json")
-    assert "choose another --out, or move the file(s) away" in message and "\n" not in message
+    assert message.startswith(f"`out` {out}: {out / 'train.en'} (and 1 more) exists and no MANIFEST.json")
+    assert "choose another `out`, or move the file(s) away" in message and "\n" not in message
     assert (out / "train.en").read_text() == "my own corpus\n"
     assert sorted(p.name for p in out.iterdir()) == ["train.en", "valid.de"]  # nothing written, not even a lock
     assert server.count() == 0
@@ -1115,7 +1115,7 @@ def test_a_folder_with_a_foreign_manifest_is_refused(server, tmp_path):
     files = tiny_files()
     spec = tiny_spec(serve(server, files), files)
     (tmp_path / "MANIFEST.json").write_text('{"my": "inventory"}\n')
-    with pytest.raises(InputError, match=r"MANIFEST.json is not a manifest of nmt download; choose another --out"):
+    with pytest.raises(InputError, match=r"MANIFEST.json is not a manifest of nmt download; choose another `out`"):
         download(spec, tmp_path, **FAST)
     assert (tmp_path / "MANIFEST.json").read_text() == '{"my": "inventory"}\n' and server.count() == 0
 
@@ -1157,7 +1157,7 @@ def test_a_malformed_mirror_is_one_line_naming_the_option(tmp_path, mirror, word
     with pytest.raises(InputError) as err:
         download(spec, tmp_path / "out", mirror=mirror, **FAST)
     message = str(err.value)
-    assert message.startswith(f"--mirror {mirror!r}: ") and "\n" not in message
+    assert message.startswith(f"`mirror` {mirror!r}: ") and "\n" not in message
     assert all(w in message for w in words), message
     assert not (tmp_path / "out").exists()  # refused before anything is written
 
@@ -1182,7 +1182,7 @@ def test_the_output_folder_cannot_be_the_mirror(tmp_path, where):
         (mirror / name).write_bytes(data)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     spec = tiny_spec("http://127.0.0.1:9/x/", files)
-    with pytest.raises(InputError, match=r"--mirror .*: is (the --out folder|inside --out).*give another --out"):
+    with pytest.raises(InputError, match=r"`mirror` .*: is (the `out` folder|inside `out`).*give another `out`"):
         download(spec, out, mirror=str(mirror), **FAST)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     download(spec, tmp_path / "elsewhere", mirror=str(mirror), **FAST)  # the same mirror, another --out

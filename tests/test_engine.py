@@ -138,11 +138,11 @@ def test_batches_at_once_run_at_once(ending_checkpoint, lines, monkeypatch):
 
 
 def test_batches_at_once_need_ctranslate2(tiny_checkpoint, tmp_path):
-    with pytest.raises(ConfigError, match=r"^--inter-threads 2: the torch engine translates one batch at a time; "):
+    with pytest.raises(ConfigError, match=r"^`inter_threads` 2: the torch engine translates one batch at a time; "):
         opened(tiny_checkpoint, "torch", inference={"inter_threads": 2})
-    with pytest.raises(ConfigError, match=r"^--inter-threads 2 needs the CTranslate2 engine, and an ensemble "):
+    with pytest.raises(ConfigError, match=r"^`inter_threads` 2 needs the CTranslate2 engine, and an ensemble "):
         open_engine([tiny_checkpoint] * 2, Overrides(SearchConfig), Overrides(InferenceConfig, {"inter_threads": 2}))
-    with pytest.raises(ConfigError, match=r"^--inter-threads 2 with --sampling: which replica draws "):
+    with pytest.raises(ConfigError, match=r"^`inter_threads` 2 with `sampling`: which replica draws "):
         opened(tiny_checkpoint, "ctranslate2", sampling=True, inference={"inter_threads": 2})
     src = tmp_path / "in.en"
     src.write_text("A dog.\n")
@@ -331,13 +331,13 @@ def not_installed(monkeypatch):
 
 
 @pytest.mark.parametrize("case, search, inference, needs, why", [
-    ("ensemble", {}, {}, Needs(), "an ensemble (2 --model) runs on torch only"),
-    ("one", {"sampling": True}, {}, Needs(), "--sampling: CTranslate2 draws other samples"),
-    ("one", {}, {}, Needs(attention=True), "--attention heatmaps need every layer's and head's attention"),
-    ("one", {}, {"precision": Precision.BF16}, Needs(), "--precision bf16: CTranslate2 has no bfloat16 on this cpu"),
+    ("ensemble", {}, {}, Needs(), "an ensemble (2 `model`) runs on torch only"),
+    ("one", {"sampling": True}, {}, Needs(), "`sampling`: CTranslate2 draws other samples"),
+    ("one", {}, {}, Needs(attention=True), "`attention` heatmaps need every layer's and head's attention"),
+    ("one", {}, {"precision": Precision.BF16}, Needs(), "`precision` bf16: CTranslate2 has no bfloat16 on this cpu"),
     ("not installed", {}, {}, Needs(), "CTranslate2 is not installed (pip install 'nmt-toolkit[ct2]')"),
     ("unexportable", {}, {}, Needs(), "cannot be exported to CTranslate2 (no CTranslate2 equivalent for norm 'pre')"),
-    ("no keyword", {"lenpen": 0.3}, {}, Needs(), "--lenpen: CTranslate2 has no such option"),
+    ("no keyword", {"lenpen": 0.3}, {}, Needs(), "`lenpen`: CTranslate2 has no such option"),
 ])
 def test_auto_falls_back_on_torch_and_says_why(tiny_checkpoint, monkeypatch, tmp_path, case, search, inference, needs,
                                                why):
@@ -362,14 +362,14 @@ def test_auto_falls_back_on_torch_and_says_why(tiny_checkpoint, monkeypatch, tmp
     with pytest.raises(ConfigError) as e:
         open_engine(models, Overrides(SearchConfig, search), inference | Overrides(InferenceConfig, {"engine": "ctranslate2"}),
                     lambda e: None, needs)
-    assert str(e.value).startswith("--engine ctranslate2: ") and why in str(e.value), str(e.value)
-    assert str(e.value).endswith("use --engine torch") and "\n" not in str(e.value)
+    assert str(e.value).startswith("`engine` ctranslate2: ") and why in str(e.value), str(e.value)
+    assert str(e.value).endswith("use `engine` torch") and "\n" not in str(e.value)
 
 
 def test_sampling_runs_on_ctranslate2_when_asked_and_says_its_samples_are_its_own(tiny_checkpoint):
     events: list[Progress] = []
     assert opened(tiny_checkpoint, "ctranslate2", events, sampling=True).name == "ctranslate2"
-    assert any(m.startswith("note: --engine ctranslate2 draws its own samples") for m in messages(events))
+    assert any(m.startswith("note: `engine` ctranslate2 draws its own samples") for m in messages(events))
     events.clear()
     opened(tiny_checkpoint, "ctranslate2", events)
     assert not any("samples" in m for m in messages(events))

@@ -72,7 +72,7 @@ def test_several_references():
 
 
 def test_paired_bootstrap():
-    refs = [f"the {w} sat on the mat today" for w in "cat dog bird cow fox hen pig rat ant bee".split()]
+    refs = [f"the {w} sat on the mat today" for w in ["cat", "dog", "bird", "cow", "fox", "hen", "pig", "rat", "ant", "bee"]]
     worse = [r.replace("sat", "sits").replace("today", "now") for r in refs]
     results, signatures = paired_bootstrap([("base", worse), ("better", refs)], refs, n_samples=200)
     table = {(r.system, r.metric): r for r in results}

@@ -244,12 +244,12 @@ def test_export_refuses_non_empty_folder_without_force(tiny_bpe, ctranslate2, tm
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "keep.txt").write_text("x")
-    with pytest.raises(InputError, match="--force"):
+    with pytest.raises(InputError, match="`force`"):
         export_ctranslate2(ckpt, tmp_path / "busy")
     assert (tmp_path / "busy" / "keep.txt").exists()
     export_ctranslate2(ckpt, tmp_path / "busy", force=True)
     assert not (tmp_path / "busy" / "keep.txt").exists() and (tmp_path / "busy" / "model.bin").exists()
-    with pytest.raises(ConfigError, match="--quantization"):
+    with pytest.raises(ConfigError, match="`quantization`"):
         export_ctranslate2(ckpt, tmp_path / "q", quantization="int3")
 
 

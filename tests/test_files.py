@@ -18,10 +18,9 @@ from nmt.core.files import atomic_write
 def test_atomic_write_replaces_a_file_whole(tmp_path):
     out = tmp_path / "out.txt"
     out.write_text("old\n")
-    with pytest.raises(RuntimeError):
-        with atomic_write(out, "w") as f:
-            f.write("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), atomic_write(out, "w") as f:
+        f.write("half")
+        raise RuntimeError("interrupted")
     assert out.read_text() == "old\n" and os.listdir(tmp_path) == ["out.txt"]
     with atomic_write(out, "w") as f:
         f.write("new\n")
@@ -54,9 +53,8 @@ def test_atomic_write_into_a_fifo_writes_in_place(tmp_path):
 
 
 def test_atomic_write_to_a_folder_is_an_output_error(tmp_path):
-    with pytest.raises(OutputError, match="is a folder"):
-        with atomic_write(tmp_path, "w") as f:
-            f.write("x")
+    with pytest.raises(OutputError, match="is a folder"), atomic_write(tmp_path, "w") as f:
+        f.write("x")
 
 
 # -- gzip both ways, byte-order marks ---------------------------------------------------------------
@@ -184,9 +182,8 @@ def test_atomic_write_gzips_text_named_gz(tmp_path):
             f.write(TEXT)
         assert list(read_lines(tmp_path / name)) == TEXT.split("\n")[:-1]
         (tmp_path / name).unlink()
-    with pytest.raises(OutputError, match="not zstd"):
-        with atomic_write(tmp_path / "out.zst", "w") as f:
-            f.write(TEXT)
+    with pytest.raises(OutputError, match="not zstd"), atomic_write(tmp_path / "out.zst", "w") as f:
+        f.write(TEXT)
     with atomic_write(tmp_path / "model.gz", "wb") as f:  # binary files are written as given
         f.write(b"bytes")
     assert (tmp_path / "model.gz").read_bytes() == b"bytes"

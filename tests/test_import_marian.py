@@ -418,7 +418,7 @@ BAD_FOLDERS = {
     "separate vocabularies": (edit_json("tokenizer_config.json", separate_vocabs=True), ["target_vocab.json"]),
     "activation": (edit_json("config.json", activation_function="gelu_new"), ["config.json", "gelu_new"]),
     "heads": (edit_json("config.json", decoder_attention_heads=2), ["config.json", "decoder_attention_heads"]),
-    "languages": (lambda f: (f / "tokenizer_config.json").unlink(), ["give them: --src en --tgt de"]),
+    "languages": (lambda f: (f / "tokenizer_config.json").unlink(), ["give them: `src` en `tgt` de"]),
 }
 
 

@@ -496,18 +496,18 @@ def test_hidden_states_are_the_logits_before_the_projection():
         (dict(positions="Learned"), "positions"),
         (dict(norm="sandwich"), "norm"),
         (dict(norm=""), "norm"),
-        (dict(vocab_size=0), "vocab-size"),
-        (dict(encoder_layers=0), "encoder-layers"),
-        (dict(decoder_layers=-1), "decoder-layers"),
-        (dict(d_ff=0), "d-ff"),
-        (dict(max_positions=0), "max-positions"),
-        (dict(d_model=0), "d-model"),
+        (dict(vocab_size=0), "`vocab_size`"),
+        (dict(encoder_layers=0), "`encoder_layers`"),
+        (dict(decoder_layers=-1), "`decoder_layers`"),
+        (dict(d_ff=0), "`d_ff`"),
+        (dict(max_positions=0), "`max_positions`"),
+        (dict(d_model=0), "`d_model`"),
         # n_heads 0 must be a ConfigError, not a ZeroDivisionError from `d_model % n_heads`
         pytest.param(dict(n_heads=0), "heads", id="n_heads=0"),
         (dict(n_heads=-2), "heads"),
         (dict(dropout=1.0), "dropout"),
-        (dict(attention_dropout=-0.1), "attention-dropout"),
-        (dict(activation_dropout=1.5), "activation-dropout"),
+        (dict(attention_dropout=-0.1), "`attention_dropout`"),
+        (dict(activation_dropout=1.5), "`activation_dropout`"),
     ],
 )
 def test_model_config_validation_errors(overrides, message):
@@ -527,8 +527,8 @@ def test_model_config_valid(overrides):
 
 @pytest.mark.parametrize(
     "overrides, message",
-    [(dict(warmup=0), "warmup"), (dict(max_tokens=0), "max-tokens"), (dict(label_smoothing=1.0), "label-smoothing"),
-     (dict(max_updates=0), "max-updates"), (dict(keep_last=0), "keep-last")],
+    [(dict(warmup=0), "warmup"), (dict(max_tokens=0), "`max_tokens`"), (dict(label_smoothing=1.0), "`label_smoothing`"),
+     (dict(max_updates=0), "`max_updates`"), (dict(keep_last=0), "`keep_last`")],
 )
 def test_train_config_validation_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):

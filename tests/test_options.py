@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import pytest
 import typer
@@ -26,7 +26,6 @@ from nmt.config import (
     TrainConfig,
     choices_of,
     fields_of,
-    flag_of,
     option,
     read_config_file,
     spec_of,
@@ -47,6 +46,7 @@ from nmt.config.command_options import (
     TrainRunOptions,
     TranslateOptions,
 )
+from nmt.config.flags import flag
 from nmt.core.errors import ConfigError
 
 # Which commands offer which config classes' options (every option of every command is declared).
@@ -82,7 +82,7 @@ def test_options_help_and_defaults_come_from_the_declarations(command, classes):
                 assert name not in params
                 continue
             param = params[name]
-            assert flag_of(cls, name) in param.opts, (command, name)
+            assert flag(name) in param.opts, (command, name)
             assert param.help == spec.help
             assert plain(param.default) == plain(f.default)
             allowed = choices_of(cls, name)
@@ -118,7 +118,7 @@ class Toy:
     extra: float = option(0.5, "Only when loud.", requires="loud")
     note: Optional[str] = option(None, "A note.")
 
-    def validate(self) -> "Toy":
+    def validate(self) -> Toy:
         from nmt.config import check_fields
 
         check_fields(self)
@@ -157,9 +157,9 @@ def test_declared_choices_narrow_an_enum():
 
 
 @pytest.mark.parametrize("values, error", [
-    ({"width": 11}, "--width must be at most 10, got 11"),
-    ({"extra": 0.7}, "--extra only applies with --loud; add --loud or drop --extra"),
-    ({"width": "4"}, "--width '4': should be a whole number"),
+    ({"width": 11}, "`width` must be at most 10, got 11"),
+    ({"extra": 0.7}, "`extra` only applies with `loud`; add `loud` or drop `extra`"),
+    ({"width": "4"}, "`width` '4': should be a whole number"),
 ])
 def test_overrides_are_checked_against_the_declarations(values, error):
     with pytest.raises(ConfigError, match=f"^{error}$"):
@@ -216,7 +216,7 @@ def test_the_program_and_import_marian_options_come_from_the_declarations():
                                                          ImportMarianOptions)):
         by_name = {p.name: p for p in params}
         for name, f in fields_of(cls).items():
-            assert flag_of(cls, name) in by_name[name].opts and by_name[name].help == spec_of(f).help
+            assert flag(name) in by_name[name].opts and by_name[name].help == spec_of(f).help
 
 
 def test_no_command_writes_its_options_by_hand():
@@ -228,11 +228,11 @@ def test_no_command_writes_its_options_by_hand():
 
 @dataclasses.dataclass
 class Job:
-    files: List[Path] = option(None, "Files.", required=True)
-    sample: Optional[int] = option(None, "Sample.", example="--sample N")
+    files: list[Path] = option(None, "Files.", required=True)
+    sample: Optional[int] = option(None, "Sample.", example="`sample` N")
     seed: Optional[int] = option(None, "Seed.", requires="sample")
 
-    def validate(self) -> "Job":
+    def validate(self) -> Job:
         from nmt.config import check_fields
 
         check_fields(self)
@@ -241,9 +241,9 @@ class Job:
 
 def test_a_repeated_path_option_is_checked_and_a_suggestion_shows_its_value():
     assert Overrides(Job, {"files": [Path("a")]}).apply().files == [Path("a")]
-    with pytest.raises(ConfigError, match="^--files .*should be a list of a path$"):
+    with pytest.raises(ConfigError, match="^`files` .*should be a list of a path$"):
         Overrides(Job, {"files": ["a"]}).apply()
-    with pytest.raises(ConfigError, match="^--seed only applies with --sample; add --sample N or drop --seed$"):
+    with pytest.raises(ConfigError, match="^`seed` only applies with `sample`; add `sample` N or drop `seed`$"):
         Overrides(Job, {"files": [], "seed": 3}).apply()
 
 

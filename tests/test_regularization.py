@@ -175,6 +175,6 @@ def test_a_tokenizer_that_cannot_sample_stops_the_start(tmp_path, monkeypatch):
     prepare(tmp_path / "word.model", tmp_path / "data", "en", "de", corpus / "train", corpus / "valid")
     monkeypatch.setattr("nmt.training.launch.spawn", lambda *a, **k: pytest.fail("spawned"))
     for nproc in (1, 2):
-        with pytest.raises(InputError, match="--bpe-dropout needs a unigram or BPE SentencePiece model"):
+        with pytest.raises(InputError, match="`bpe_dropout` needs a unigram or BPE SentencePiece model"):
             train(tmp_path / "data", tmp_path / "run", preset="tiny", model_overrides=MODEL,
                   train_overrides={**TRAIN, "max_updates": 1}, nproc=nproc)

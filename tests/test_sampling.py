@@ -102,12 +102,12 @@ def test_samples_depend_on_seed_and_line_not_on_batching():
 
 
 @pytest.mark.parametrize("cfg, message", [
-    (SearchConfig(sampling=True, temperature=0.0), "--temperature"),
-    (SearchConfig(sampling=True, temperature=float("nan")), "--temperature"),
-    (SearchConfig(sampling=True, topp=0.0), "--topp"),
-    (SearchConfig(sampling=True, topp=1.5), "--topp"),
-    (SearchConfig(sampling=True, topk=-1), "--topk"),
-    (SearchConfig(sampling=True, nbest=0), "--nbest"),
+    (SearchConfig(sampling=True, temperature=0.0), "`temperature`"),
+    (SearchConfig(sampling=True, temperature=float("nan")), "`temperature`"),
+    (SearchConfig(sampling=True, topp=0.0), "`topp`"),
+    (SearchConfig(sampling=True, topp=1.5), "`topp`"),
+    (SearchConfig(sampling=True, topk=-1), "`topk`"),
+    (SearchConfig(sampling=True, nbest=0), "`nbest`"),
 ])
 def test_bad_sampling_settings(cfg, message):
     with pytest.raises(ConfigError, match=message):

@@ -338,7 +338,7 @@ def test_beam_step_two_passes_equal_one_top_k(B, K, V, n, chunk):
     scores[0, 1:] = NEG_INF  # dead beams (as at the first step, or when too few candidates were alive)
     log_probs[-1, :, :] = NEG_INF  # a sentence at its limit: EOS only
     log_probs[-1, :, EOS] = torch.tensor([-0.5] * K)
-    assert K * V >= 4 * n * chunk  # beam_step takes the two passes
+    assert 4 * n * chunk <= K * V  # beam_step takes the two passes
     one = (scores[:, :, None] + log_probs).view(B, K * V).topk(min(n, K * V), dim=1)
     two = top_totals_by_chunks(scores, log_probs, n, chunk)
     assert torch.equal(two[0], one.values)  # the same sums, not just close

@@ -30,7 +30,7 @@ from test_cli import ENV, nmt, ok  # noqa: E402
 from nmt.core.errors import ConfigError, InputError, OutputError  # noqa: E402
 from nmt.inference.search import Hypothesis, SearchConfig  # noqa: E402
 from nmt.inference.translator import Translation  # noqa: E402
-from nmt.serve import Batcher, Overloaded, ServeConfig, TooLarge, check_files  # noqa: E402
+from nmt.serve import Batcher, Overloaded, RequestError, ServeConfig, TooLarge, check_files  # noqa: E402
 
 # -- the batcher -------------------------------------------------------------------------------------
 
@@ -191,7 +191,7 @@ class FakeEngine:
     def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
         return self.model(lines, self.search_cfg)
 
-    def with_search(self, cfg: SearchConfig) -> "FakeEngine":
+    def with_search(self, cfg: SearchConfig) -> FakeEngine:
         return self
 
 
@@ -607,6 +607,7 @@ def test_sigterm_drains_in_bounded_time_despite_stalled_clients(tiny_checkpoint,
         half.close()
         deaf.close()
     assert time.monotonic() - start < 12, "the drain was not bounded by --drain-timeout"
+    assert "connection(s) still open after --drain-timeout 2s" in stderr.decode()  # the log names the option
     assert result["r"].status_code == 200 and result["r"].json()["translations"] == offline
     assert srv.proc.returncode == 0 and "Traceback" not in stderr.decode(), stderr.decode()
     summary = re.search(r"stopped: (\d+) request\(s\) served, (\d+) failed, (\d+) dropped", stderr.decode())
@@ -653,13 +654,13 @@ def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, so
 
 
 @pytest.mark.parametrize("fields, error, words", [
-    (dict(api_keys=Path("absent-keys.txt")), InputError, "--api-keys absent-keys.txt: cannot read"),
-    (dict(api_keys=Path("empty-keys.txt")), ConfigError, "--api-keys empty-keys.txt: holds no key"),
-    (dict(access_log=Path(".")), OutputError, "--access-log .: is a folder"),
-    (dict(access_log=Path("access.log.gz")), ConfigError, "--access-log access.log.gz: the log is appended to"),
-    (dict(access_log=Path("access.log.zst")), OutputError, "--access-log access.log.zst: nmt writes text plain or"),
-    (dict(drain_timeout=-1.0), ConfigError, "--drain-timeout must be at least"),
-    (dict(max_body_bytes=-5), ConfigError, "--max-body-bytes must be at least"),
+    (dict(api_keys=Path("absent-keys.txt")), InputError, "`api_keys` absent-keys.txt: cannot read"),
+    (dict(api_keys=Path("empty-keys.txt")), ConfigError, "`api_keys` empty-keys.txt: holds no key"),
+    (dict(access_log=Path(".")), OutputError, "`access_log` .: is a folder"),
+    (dict(access_log=Path("access.log.gz")), ConfigError, "`access_log` access.log.gz: the log is appended to"),
+    (dict(access_log=Path("access.log.zst")), OutputError, "`access_log` access.log.zst: nmt writes text plain or"),
+    (dict(drain_timeout=-1.0), ConfigError, "`drain_timeout` must be at least"),
+    (dict(max_body_bytes=-5), ConfigError, "`max_body_bytes` must be at least"),
 ])
 def test_bad_serve_options(tmp_path, monkeypatch, fields, error, words):
     monkeypatch.chdir(tmp_path)
@@ -677,7 +678,7 @@ def test_api_keys_are_read_plain_or_compressed(tmp_path):
     (tmp_path / "keys.gz").write_bytes(gzip.compress((tmp_path / "keys").read_bytes()))
     assert read_api_keys(tmp_path / "keys") == read_api_keys(tmp_path / "keys.gz") == {"alpha", "beta"}
     (tmp_path / "damaged.gz").write_bytes((tmp_path / "keys.gz").read_bytes()[:-10])
-    with pytest.raises(InputError, match="--api-keys .*damaged.gz"):
+    with pytest.raises(InputError, match="`api_keys` .*damaged.gz"):
         read_api_keys(tmp_path / "damaged.gz")
 
 
@@ -711,6 +712,29 @@ def test_a_busy_port_is_one_line_before_the_model_loads(tmp_path):
     assert r.returncode == 1, r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert f"--port {port}: cannot listen there" in r.stderr and "another --port" in r.stderr
+
+
+def test_the_server_s_library_errors_name_fields_and_its_answers_keep_their_words(tmp_path):
+    """The library names the server's settings as fields (`port`), which the command line shows as options;
+    an HTTP answer names the server's options as it was started with them (--max-lines), and a request's own
+    settings as the request names them (beam)."""
+    from nmt.serve import listen
+    from nmt.serve.service import Service
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"^`host` 127.0.0.1 `port` {port}: cannot listen there .*another `port`"):
+            listen("127.0.0.1", port)
+    service = Service(Batcher(lambda lines, search: [], ServeConfig(max_wait_ms=0)), ServeConfig(max_lines=2),
+                      None, SearchConfig())
+    with pytest.raises(TooLarge) as too_large:
+        service.lines(["a", "b", "c"])
+    assert too_large.value.message == "3 lines in one request; at most 2 (--max-lines)"
+    with pytest.raises(RequestError) as invalid:
+        service.search_for({"beam": 0, "nbest": None})
+    assert (invalid.value.status, invalid.value.message) == (422, "beam must be at least 1, got 0")
 
 
 def test_port_0_reports_the_port_the_system_picked(tiny_checkpoint):

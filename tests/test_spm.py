@@ -91,11 +91,11 @@ def test_too_large_vocab_warns_and_shrinks(corpus, tmp_path):
     tok = train_sentencepiece([corpus[0]], tmp_path / "m.model", vocab_size=5000, threads=1,
                               progress=lambda p: p.message and messages.append(p.message))
     assert tok.vocab_size < 5000
-    assert any("--vocab-size" in m for m in messages)
+    assert any("`vocab_size`" in m for m in messages)
 
 
-@pytest.mark.parametrize("vocab_size, match", [(6, "Vocabulary size is smaller than required_chars.*--vocab-size"),
-                                               (0, "--vocab-size"), (1 << 30, "--vocab-size")])
+@pytest.mark.parametrize("vocab_size, match", [(6, "Vocabulary size is smaller than required_chars.*`vocab_size`"),
+                                               (0, "`vocab_size`"), (1 << 30, "`vocab_size`")])
 def test_bad_vocab_size(corpus, tmp_path, vocab_size, match):
     with pytest.raises(InputError, match=match):
         train_sentencepiece([corpus[0]], tmp_path / "m.model", vocab_size=vocab_size, threads=1)

@@ -176,9 +176,9 @@ def test_train_tokenizer_dispatches(tmp_path):
     assert train_tokenizer("youtokentome", inputs, tmp_path / "a.model", vocab_size=200, threads=1).kind == "youtokentome"
     tok = train_tokenizer("sentencepiece", inputs, tmp_path / "b.model", vocab_size=200, model_type="bpe", threads=1)
     assert tok.kind == "sentencepiece" and tok.vocab_size == 200
-    with pytest.raises(ConfigError, match="--kind 'wordpiece'"):
+    with pytest.raises(ConfigError, match="`kind` 'wordpiece'"):
         train_tokenizer("wordpiece", inputs, tmp_path / "c.model")
-    with pytest.raises(ConfigError, match="--model-type"):
+    with pytest.raises(ConfigError, match="`model_type` goes with `kind`"):
         train_tokenizer("youtokentome", inputs, tmp_path / "c.model", model_type="bpe")
     assert not (tmp_path / "c.model").exists()
 
@@ -207,7 +207,7 @@ def test_a_seed_gives_the_same_sample_in_another_process(data, tmp_path):
 
 def test_each_kind_is_one_class_in_the_table(spm_model):
     """The table is kind -> class, each class keyed by its own kind, its files among those a folder may hold."""
-    assert TOKENIZER_KINDS == {"youtokentome": BpeTokenizer, "sentencepiece": SentencePieceTokenizer}
+    assert {"youtokentome": BpeTokenizer, "sentencepiece": SentencePieceTokenizer} == TOKENIZER_KINDS
     for kind, cls in TOKENIZER_KINDS.items():
         assert cls.kind == kind and {cls.joint_file, *(cls.side_files or ())} <= set(FILE_NAMES)
     assert len(FILE_NAMES) == len(set(FILE_NAMES))
@@ -270,5 +270,5 @@ def test_a_kind_registered_in_the_table_is_used_everywhere(monkeypatch, tmp_path
     assert read_files(tmp_path, save_files(data, tmp_path)) == data
     with pytest.raises(InputError, match="one joint model"):
         load_tokenizer({**data, "target": b"ab"})
-    with pytest.raises(ConfigError, match=r"--kind sentencepiece \(letters learns Letters\)"):
+    with pytest.raises(ConfigError, match=r"`kind` sentencepiece \(letters learns Letters\)"):
         train_tokenizer("letters", [tmp_path / "text"], tmp_path / "m.model", model_type="bpe")

@@ -136,7 +136,7 @@ def test_a_persistent_nan_stops_training_naming_the_last_good_checkpoint(data, t
     with pytest.raises(TrainingDiverged) as caught:
         run(data, tmp_path, max_updates=20, save_interval=1, max_bad_updates=3)
     message = str(caught.value)
-    assert message.startswith("update 3: the loss was NaN/inf in 3 updates in a row (--max-bad-updates 3)")
+    assert message.startswith("update 3: the loss was NaN/inf in 3 updates in a row (`max_bad_updates` 3)")
     assert str(tmp_path / "checkpoint_00000002.pt") in message and "\n" not in message
     assert checkpoint.latest(tmp_path).name == "checkpoint_00000002.pt"
     assert all(torch.isfinite(t).all() for t in checkpoint.load(checkpoint.latest(tmp_path)).weights.values())
@@ -184,11 +184,11 @@ def test_bf16_autocast_trains_on_the_cpu(data, tmp_path):
 
 
 def test_new_options_are_checked_and_old_configs_still_load():
-    with pytest.raises(ConfigError, match="--patience .* needs --valid-bleu-sentences above 0"):
+    with pytest.raises(ConfigError, match="`patience` .* needs `valid_bleu_sentences` above 0"):
         TrainConfig(patience=3, valid_bleu_sentences=0).validate()
-    with pytest.raises(ConfigError, match="--precision 'fp8'"):
+    with pytest.raises(ConfigError, match="`precision` 'fp8'"):
         TrainConfig(precision="fp8").validate()
-    with pytest.raises(ConfigError, match="--valid-beam must be at least 1"):
+    with pytest.raises(ConfigError, match="`valid_beam` must be at least 1"):
         TrainConfig(valid_beam=0).validate()
     old = {k: v for k, v in to_dict(TrainConfig()).items()
            if k not in ("precision", "max_bad_updates", "valid_bleu_sentences", "valid_beam", "patience")}
@@ -229,7 +229,7 @@ def test_a_tail_ends_the_schedule_at_max_updates(data, tmp_path):
 
 
 def test_a_tail_without_a_schedule_end_is_refused():
-    with pytest.raises(ConfigError, match="--lr-tail-share only applies with --lr-tail"):
+    with pytest.raises(ConfigError, match="`lr_tail_share` only applies with `lr_tail`"):
         from nmt.config import Overrides
 
         Overrides(TrainConfig, {"lr_tail_share": 0.3}).apply()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import time
-from typing import Iterator, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from rich.console import Console
 from rich.progress import (
@@ -23,12 +24,13 @@ from rich.progress import Progress as RichProgress
 from rich.table import Column
 from rich.text import Text
 
+from nmt.config.flags import as_flags  # library messages name fields; the user typed options
 from nmt.core.progress import Progress, ProgressFn
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def format_info(info: dict) -> str:
+def format_info(info: dict[str, Any]) -> str:
     parts = []
     for k, v in info.items():
         if isinstance(v, float):
@@ -91,7 +93,7 @@ def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
     if not err.is_terminal:
         yield plain_logger()
         return
-    columns: list = [TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True))]
+    columns: list[Any] = [TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True))]
     if bytes_unit:
         columns += [BarColumn(bar_width=20), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
     else:
@@ -104,7 +106,7 @@ def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
 
         def report(event: Progress) -> None:
             if event.message is not None:
-                bar.console.print(event.message)
+                bar.console.print(as_flags(event.message))
                 return
             if event.task not in tasks:
                 tasks[event.task] = bar.add_task(event.task, total=event.total, info="")
@@ -122,7 +124,7 @@ def plain_logger(min_interval: float = 2.0) -> ProgressFn:
 
     def report(event: Progress) -> None:
         if event.message is not None:
-            err.print(event.message)
+            err.print(as_flags(event.message))
             return
         now = time.monotonic()
         start = first.setdefault(event.task, (now, event.done))
@@ -144,7 +146,7 @@ def message_logger() -> ProgressFn:
 
     def report(event: Progress) -> None:
         if event.message is not None:
-            err.print(event.message)
+            err.print(as_flags(event.message))
 
     return report
 
@@ -163,7 +165,7 @@ def translation_progress(total: Optional[int], unit: str = "sentences") -> Itera
 
         def report(event: Progress) -> None:
             if event.message is not None:
-                bar.console.print(event.message)
+                bar.console.print(as_flags(event.message))
             elif event.unit == unit:
                 bar.update(task, completed=event.done)
 

@@ -6,19 +6,23 @@ is an output, and what each command reads besides, is data: nmt.workflows.paths.
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from typer.core import TyperCommand
 
 from nmt.cli.stdio import require_stdout
 
+if TYPE_CHECKING:  # the commands import the library where they run (a fast --help)
+    from nmt.core.files import Output
+
 
 def parameter_label(param: Any) -> str:
     """How the user names a parameter: an option's long name (--output), an argument's name (OUT_DIR)."""
     if param.param_type_name == "option":
-        return next((o for o in param.opts if o.startswith("--")), param.opts[0])
-    return param.metavar or param.name.upper()
+        return str(next((o for o in param.opts if o.startswith("--")), param.opts[0]))
+    return str(param.metavar or param.name.upper())
 
 
 def is_path_parameter(param: Any) -> bool:
@@ -37,7 +41,7 @@ def path_values(value: Any) -> list[Path]:
     return [Path(v) for v in value] if isinstance(value, (list, tuple)) else [Path(value)]
 
 
-def command_paths(name: str, command: Any, params: Mapping[str, Any]) -> tuple[list, list[tuple[str, Path]]]:
+def command_paths(name: str, command: Any, params: Mapping[str, Any]) -> tuple[list[Output], list[tuple[str, Path]]]:
     """The outputs (nmt.core.files.Output) and inputs ((label, path)) of `command` (named `name`, as in
     COMMAND_PATHS) called with `params`."""
     # imported here, as in PathGuard.invoke: `nmt --help` needs neither

@@ -34,6 +34,7 @@ from nmt.cli.options import with_config_options
 from nmt.cli.stdio import write_stdout
 from nmt.config import Overrides
 from nmt.config.command_options import ProgramOptions
+from nmt.config.flags import as_flags
 from nmt.core.errors import NmtError
 from nmt.core.failures import error_line, is_out_of_memory, is_torch_io_error
 
@@ -57,6 +58,7 @@ def report_error(e: BaseException) -> int:
     if DEBUG["on"]:
         traceback.print_exc()
     message, code = error_line(e)
+    message = as_flags(message)  # the library names config fields; the user typed their options
     with contextlib.suppress(OSError):  # stderr itself may be gone
         from rich.text import Text  # rich (and the console) only once there is something to render
 

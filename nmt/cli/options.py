@@ -17,11 +17,11 @@ import enum
 import functools
 import inspect
 import typing
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping, Tuple
+from typing import Annotated, Any, Callable, Literal, Tuple  # noqa: UP035 (typer reads typing.Tuple)
 
 import typer
-from typing_extensions import Annotated
 
 from nmt.config import Overrides, field_types, fields_of, option_name, spec_of
 
@@ -40,7 +40,7 @@ def option_type(cls: type, name: str) -> Any:
         return Literal[spec.choices]
     kind = field_types(cls)[name]
     if typing.get_origin(kind) is tuple:
-        return Tuple[typing.get_args(kind)]  # typer reads typing.Tuple, not the builtin
+        return Tuple[typing.get_args(kind)]  # noqa: UP006 (typer reads typing.Tuple, not the builtin)
     return kind
 
 
@@ -70,7 +70,7 @@ def given_on_command_line(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def collect(ctx: typer.Context, cls: type, values: Mapping[str, Any]) -> Overrides:
+def collect(ctx: typer.Context, cls: type, values: Mapping[str, Any]) -> Overrides[Any]:
     """The options of `cls` among `values` that the user gave, as Overrides (choices become enum members)."""
     given = {}
     for name in fields_of(cls):
@@ -121,7 +121,7 @@ def with_config_options(groups: Mapping[str, type], callbacks: Mapping[str, Call
     return decorate
 
 
-def config_fields(*classes: type) -> dict[str, tuple[type, dataclasses.Field]]:
+def config_fields(*classes: type) -> dict[str, tuple[type, dataclasses.Field[Any]]]:
     """Option name -> (config class, field) of every command-line field of `classes` (for tests and docs)."""
     out = {}
     for cls in classes:

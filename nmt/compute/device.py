@@ -22,13 +22,13 @@ from nmt.core.usercache import cache_folder, locked
 def select_device(gpus: int) -> torch.device:
     """The device of a one-process command (translate, eval)."""
     if gpus < 0:
-        raise ConfigError(f"--gpus must not be negative, got {gpus}; use --gpus 0 for the CPU")
+        raise ConfigError(f"`gpus` must not be negative, got {gpus}; use `gpus` 0 for the CPU")
     if gpus == 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise ConfigError(f"--gpus {gpus}: no CUDA device is available; use --gpus 0 to run on the CPU")
+        raise ConfigError(f"`gpus` {gpus}: no CUDA device is available; use `gpus` 0 to run on the CPU")
     if gpus > 1:
-        raise ConfigError(f"--gpus {gpus}: this command runs on one GPU; use --gpus 1")
+        raise ConfigError(f"`gpus` {gpus}: this command runs on one GPU; use `gpus` 1")
     return torch.device("cuda")
 
 
@@ -86,7 +86,7 @@ def resolve_precision(requested: Precision | str, device: torch.device, *, train
         requested = Precision(requested)
     except ValueError:
         allowed = TRAINING_PRECISIONS if training else tuple(p.value for p in Precision)
-        raise ConfigError(f"--precision {requested!r}: use one of {', '.join(allowed)}") from None
+        raise ConfigError(f"`precision` {requested!r}: use one of {', '.join(allowed)}") from None
     cuda = device.type == "cuda"
     if requested is Precision.AUTO:
         if cuda:
@@ -95,18 +95,18 @@ def resolve_precision(requested: Precision | str, device: torch.device, *, train
             return Precision.FP32
         return fastest_cpu_precision(timing, training)
     if training and requested is Precision.INT8:
-        raise ConfigError("--precision int8 (dynamic quantisation) is for translation; for training use one of "
+        raise ConfigError("`precision` int8 (dynamic quantisation) is for translation; for training use one of "
                           + ", ".join(TRAINING_PRECISIONS))
     if requested is Precision.FP16 and not cuda:
         if training:
-            raise ConfigError("--precision fp16 needs a CUDA GPU (loss scaling is a GPU technique); "
-                              "use --precision fp32 or bf16 on the CPU")
-        raise ConfigError("--precision fp16 needs a GPU (--gpus 1); on the CPU use --int8, bf16 or fp32")
+            raise ConfigError("`precision` fp16 needs a CUDA GPU (loss scaling is a GPU technique); "
+                              "use `precision` fp32 or bf16 on the CPU")
+        raise ConfigError("`precision` fp16 needs a GPU (`gpus` 1); on the CPU use `int8`, bf16 or fp32")
     if requested is Precision.INT8 and cuda:
-        raise ConfigError("--int8 (dynamic int8 quantisation) runs on the CPU only; on a GPU use --precision fp16 "
+        raise ConfigError("`int8` (dynamic int8 quantisation) runs on the CPU only; on a GPU use `precision` fp16 "
                           "or bf16")
     if requested is Precision.BF16 and cuda and not torch.cuda.is_bf16_supported():
-        raise ConfigError("--precision bf16: this GPU has no bfloat16 support; use --precision fp16"
+        raise ConfigError("`precision` bf16: this GPU has no bfloat16 support; use `precision` fp16"
                           + (" or auto" if training else ""))
     return requested
 
@@ -145,9 +145,9 @@ def fastest_cpu_precision(timing: Timing, training: bool) -> Precision:
         if not (isinstance(entry, dict) and all(isinstance(entry.get(p), float) for p in ("fp32", "bf16"))):
             entry = {p.value: seconds for p, seconds in time_alternately(timing.run).items()}
             known[key] = entry
-            with contextlib.suppress(NmtError):  # a full disk: the timing holds for this run anyway
-                with atomic_write(path, "w") as f:
-                    f.write(json.dumps(known, indent=1, sort_keys=True) + "\n")
+            # a full disk: the timing holds for this run anyway
+            with contextlib.suppress(NmtError), atomic_write(path, "w") as f:
+                f.write(json.dumps(known, indent=1, sort_keys=True) + "\n")
     return choose({Precision.FP32: entry["fp32"], Precision.BF16: entry["bf16"]})
 
 
@@ -163,11 +163,10 @@ def timing_key(shape: str, training: bool) -> str:
 
 def cpu_name() -> str:
     """The CPU's model name (/proc/cpuinfo on Linux), or what the platform says."""
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -192,7 +191,7 @@ def time_alternately(run: Callable[[Precision], None], budget: float = TIMING_BU
 def precision_warning(precision: Precision | str, device: torch.device) -> str:
     """A warning for a precision that runs much slower here than fp32 (bf16 on a CPU without it), or ''."""
     if precision == Precision.BF16 and device.type == "cpu" and not native_cpu_bf16():
-        return ("warning: this CPU has no native bfloat16 (AVX512_BF16 or AMX); --precision bf16 is emulated "
+        return ("warning: this CPU has no native bfloat16 (AVX512_BF16 or AMX); `precision` bf16 is emulated "
                 "and far slower than fp32 here")
     return ""
 

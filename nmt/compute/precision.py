@@ -67,7 +67,7 @@ def int8_engines() -> tuple[str, str]:
     engines = torch.backends.quantized.supported_engines
     have = [e for e in ("onednn", "x86", "fbgemm") if e in engines]
     if not have:
-        raise ConfigError("--int8: this torch build has no x86 int8 kernels (onednn/fbgemm); translate without --int8")
+        raise ConfigError("`int8`: this torch build has no x86 int8 kernels (onednn/fbgemm); translate without `int8`")
     small = next(e for e in ("x86", "fbgemm", "onednn") if e in have)
     return have[0], small
 
@@ -104,7 +104,7 @@ class Int8Linear(torch.nn.Module):
         self.few_rows, self.few_numel = few_rows, FEW_ROWS * in_features if few_rows is not None else 0
 
     @classmethod
-    def of(cls, linear: nn.Linear, engine: str, few_rows_engine: Optional[str] = None) -> "Int8Linear":
+    def of(cls, linear: nn.Linear, engine: str, few_rows_engine: Optional[str] = None) -> Int8Linear:
         """`linear` quantised for the quantised-kernel backend `engine` (and `few_rows_engine`, if another)."""
         few_rows = int8_pack(linear, few_rows_engine) if few_rows_engine not in (None, engine) else None
         return cls(int8_pack(linear, engine), linear.in_features, linear.out_features, few_rows)
@@ -129,8 +129,8 @@ def int8_pack(linear: nn.Linear, engine: str) -> Any:
         import torch.ao.nn.quantized.dynamic as nnqd
         from torch.ao.quantization import per_channel_dynamic_qconfig
     except ImportError:  # a torch without eager-mode quantisation
-        raise ConfigError(f"--int8: this torch ({torch.__version__}) has no dynamic quantisation; "
-                          "translate without --int8") from None
+        raise ConfigError(f"`int8`: this torch ({torch.__version__}) has no dynamic quantisation; "
+                          "translate without `int8`") from None
     before = torch.backends.quantized.engine
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization's deprecation notices

@@ -1,6 +1,7 @@
 """Typed configuration, each option declared once: the option framework (`fields`), the config classes
-(`sections`), the presets (`presets`) and TOML files (`tomlfile`). The names below are the package's face:
-import them from `nmt.config`.
+(`sections`), the commands' own options (`command_options`), the presets (`presets`), TOML files
+(`tomlfile`), and the one table from fields to command-line options that messages are shown with (`flags`).
+The names below are the package's face: import them from `nmt.config`.
 """
 
 from nmt.config.fields import (
@@ -27,7 +28,7 @@ from nmt.config.fields import (
     flag_of,
     from_dict,
     given_flag,
-    names_as_fields,
+    named_as_fields,
     option,
     option_name,
     overrides,
@@ -85,7 +86,7 @@ __all__ = [
     "flag_of",
     "from_dict",
     "given_flag",
-    "names_as_fields",
+    "named_as_fields",
     "option",
     "option_name",
     "overrides",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from nmt.config.fields import INT_MAX, check_fields, option, threads_option
 
@@ -46,11 +46,11 @@ class ProgramOptions(CommandOptions):
 class BpeOptions(CommandOptions):
     """`nmt bpe` (its FILES argument aside)."""
 
-    train: List[Path] = option(None, "Text files (plain, gzip, bzip2 or xz); list several after one --train.",
+    train: list[Path] = option(None, "Text files (plain, gzip, bzip2 or xz); list several after one --train.",
                                required=True)
     out: Path = option(None, "Where to write the BPE model.", required=True)
     vocab_size: int = option(37000, "Joint vocabulary size.")  # its range: nmt.text.corpus.check_train_args
-    sample: Optional[int] = option(None, "Train on a seeded random sample of N lines.", example="--sample N")
+    sample: Optional[int] = option(None, "Train on a seeded random sample of N lines.", example="`sample` N")
     seed: Optional[int] = option(None, "Seed of --sample (default 1).", requires="sample")
     threads: int = tokenizer_threads()
     kind: str = option("youtokentome", "youtokentome (BPE) or sentencepiece.")
@@ -104,7 +104,7 @@ class AverageOptions(CommandOptions):
 class TranslateOptions(CommandOptions):
     """`nmt translate`'s model and files (its search and engine are SearchConfig's and InferenceConfig's)."""
 
-    model: List[Path] = model_paths()
+    model: list[Path] = model_paths()
     input: Optional[Path] = option(None, "Read this file instead of stdin.", aliases=("-i",))
     output: Optional[Path] = option(None, "Write this file instead of stdout; it appears, whole, when the last line "
                                     "is translated.", aliases=("-o",))
@@ -119,12 +119,12 @@ class EvalOptions(CommandOptions):
     """`nmt eval`: the references, the systems to score (--hyp files, '-' for stdin, or --model's
     translations of --src), and the test."""
 
-    ref: List[Path] = option(None, "Reference translations, one per line; repeat for several references per line.",
+    ref: list[Path] = option(None, "Reference translations, one per line; repeat for several references per line.",
                              required=True)
-    model: Optional[List[Path]] = option(None, "Checkpoint to translate --src with; repeat for an ensemble.",
+    model: Optional[list[Path]] = option(None, "Checkpoint to translate --src with; repeat for an ensemble.",
                                          aliases=("-m",))
     src: Optional[Path] = option(None, "Source file to translate.")
-    hyp: Optional[List[str]] = option(None, "Translations to score ('-': stdin, the default without --model); "
+    hyp: Optional[list[str]] = option(None, "Translations to score ('-': stdin, the default without --model); "
                                       "repeat to score several systems.")
     save_hyp: Optional[Path] = option(None, "Also write the translations here.")
     as_json: bool = option(False, "Print the scores as JSON.", flag="--json")
@@ -164,7 +164,7 @@ class DownloadOptions(CommandOptions):
 class ListenOptions(CommandOptions):
     """`nmt serve`'s model and address (its batching and limits are ServeConfig's)."""
 
-    model: List[Path] = model_paths()
+    model: list[Path] = model_paths()
     host: str = option("127.0.0.1", "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
                        "interface, e.g. behind a reverse proxy).")
     port: int = option(8080, "TCP port.", low=0, high=65535)

@@ -18,19 +18,18 @@ presets in `nmt.config.presets`, TOML files in `nmt.config.tomlfile`.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import difflib
 import enum
 import functools
 import math
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Iterator, Literal, Mapping, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, Optional, TypeVar, Union
 
-from nmt.core.errors import ConfigError
+from nmt.core.errors import ConfigError, ref, render_refs
 
 # The largest count or size an option takes: a sanity cap, so that no value overflows the int32/int64
 # arithmetic of torch and numpy (or a seed their generators refuse) deep inside a run.
@@ -80,7 +79,7 @@ class OptionSpec:
     cli: bool = True  # False: set by nmt itself (e.g. vocab_size, from the data), not on the command line
     excludes: Optional[str] = None  # a boolean field with which this one does nothing
     required: bool = False  # the command line must give it (the field's default only fills the dataclass)
-    example: Optional[str] = None  # how messages suggest giving it ("--sample N"); None: its flag
+    example: Optional[str] = None  # how messages suggest giving it ("`sample` N", a reference); None: the field
     panel: Optional[str] = None  # the --help panel (rich help only); None: its config class's
     eager: bool = False  # acted on while the command line is read, before the others (--version)
 
@@ -105,47 +104,38 @@ def option_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
-def spec_of(f: dataclasses.Field) -> OptionSpec:
-    spec = f.metadata.get("option")
+def spec_of(f: dataclasses.Field[Any]) -> OptionSpec:
+    spec: Optional[OptionSpec] = f.metadata.get("option")
     if spec is None:
         raise TypeError(f"config field {f.name} is declared without option(...)")
     return spec
 
 
-# Within `names_as_fields()`, messages name fields (d_model) rather than options (--d-model): the values
-# come from a file (a checkpoint, a data folder), not from options the user gave.
-_FIELD_NAMES: contextvars.ContextVar[bool] = contextvars.ContextVar("field_names", default=False)
-
-
-@contextlib.contextmanager
-def names_as_fields() -> Iterator[None]:
-    token = _FIELD_NAMES.set(True)
-    try:
-        yield
-    finally:
-        _FIELD_NAMES.reset(token)
-
-
 def flag_of(cls: type, name: str) -> str:
-    """The command-line option that sets field `name` of config class `cls` (its first name: the
-    positive one of a --x/--no-x pair), or the field's name within `names_as_fields()`."""
-    if _FIELD_NAMES.get():
-        return name
-    return (spec_of(fields_of(cls)[name]).flag or option_name(name)).split("/")[0]
+    """How a message names field `name` of config class `cls`: a reference (nmt.core.errors.ref) that the
+    command line shows as the field's option and a Python caller reads as the field."""
+    fields_of(cls)[name]  # a KeyError for a field the class does not have: a bug, not a message
+    return ref(name)
 
 
 def given_flag(cls: type, name: str, value: Any) -> str:
-    """The option as the user wrote it to give `value`: --no-x for False of a --x/--no-x pair."""
-    flag = flag_of(cls, name)
+    """`flag_of`, naming the side the user gave of a --x/--no-x pair (--no-x for False)."""
     pair = (spec_of(fields_of(cls)[name]).flag or "").split("/")
-    return pair[1] if value is False and len(pair) == 2 and not _FIELD_NAMES.get() else flag
+    return ref(name, off=value is False and len(pair) == 2)
 
 
-def fields_of(cls: type) -> dict[str, dataclasses.Field]:
+def named_as_fields(text: str, *classes: type) -> str:
+    """`text` with the references to fields of `classes` written as the fields themselves (d_model), for the
+    messages about values read from a file (a checkpoint, a --config file), not given as options."""
+    known = {name for cls in classes for name in fields_of(cls)}
+    return render_refs(text, lambda name, off: name if name in known else None)
+
+
+def fields_of(cls: type) -> dict[str, dataclasses.Field[Any]]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
-@functools.lru_cache(maxsize=None)  # resolving is slow, and every option of every command asks (nmt --help)
+@functools.cache  # resolving is slow, and every option of every command asks (nmt --help)
 def field_types(cls: type) -> dict[str, Any]:
     """Each field's type, resolved (the annotations are strings under `from __future__ import annotations`)."""
     return typing.get_type_hints(cls)
@@ -167,8 +157,9 @@ def choices_of(cls: type, name: str) -> Optional[tuple[str, ...]]:
 
 def check_range(option: str, value: float, low: Optional[float] = None, high: Optional[float] = None, *,
                 low_open: bool = False, high_open: bool = False) -> None:
-    """ConfigError naming `option` unless `value` is a finite number between `low` and `high` (each
-    included unless open). NaN fails every comparison, so it is caught first rather than slipping past one."""
+    """ConfigError naming `option` (a field's reference as `flag_of` writes it: "`threads`") unless `value`
+    is a finite number between `low` and `high` (each included unless open). NaN fails every comparison, so
+    it is caught first rather than slipping past one."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{option} must be a finite number, got {value}")
     if low is not None and (value <= low if low_open else value < low):
@@ -184,8 +175,8 @@ def check_fields(config: Any) -> None:
 
 
 def check_field(cls: type, name: str, value: Any) -> None:
-    """ConfigError naming the field's option (or, within `names_as_fields`, the field) unless `value`
-    has field `name`'s type, is one of its choices and lies in its range."""
+    """ConfigError naming the field (a reference: `flag_of`) unless `value` has field `name`'s type, is one
+    of its choices and lies in its range."""
     spec, flag = spec_of(fields_of(cls)[name]), flag_of(cls, name)
     check_type(flag, value, field_types(cls)[name])
     if value is None:  # an Optional field left out (its type allows None)
@@ -280,7 +271,7 @@ class Overrides(Generic[C]):
         object.__setattr__(self, "values", {k: coerce(self.cls, k, v) for k, v in self.values.items()
                                             if v is not None})
 
-    def __or__(self, other: "Overrides[C]") -> "Overrides[C]":
+    def __or__(self, other: Overrides[C]) -> Overrides[C]:
         """These overrides, then `other`'s on top."""
         return Overrides(self.cls, {**self.values, **other.values})
 
@@ -290,10 +281,10 @@ class Overrides(Generic[C]):
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
-    def without(self, *names: str) -> "Overrides[C]":
+    def without(self, *names: str) -> Overrides[C]:
         return Overrides(self.cls, {k: v for k, v in self.values.items() if k not in names})
 
-    def only(self, *names: str) -> "Overrides[C]":
+    def only(self, *names: str) -> Overrides[C]:
         return Overrides(self.cls, {k: v for k, v in self.values.items() if k in names})
 
     def apply(self, base: Optional[C] = None) -> C:
@@ -318,10 +309,11 @@ class Overrides(Generic[C]):
                 raise ConfigError(f"{given} only applies with {flag}; add {suggested} or drop {given}")
             if excluded and getattr(config, excluded):
                 raise ConfigError(f"{valued} does nothing with {flag_of(self.cls, excluded)}; drop one of them")
-        return config.validate()  # type: ignore[attr-defined]
+        validated: C = config.validate()  # type: ignore[attr-defined]  # every config class has validate()
+        return validated
 
 
-def overrides(cls: type[C], values: Union["Overrides[C]", Mapping[str, Any], None] = None) -> "Overrides[C]":
+def overrides(cls: type[C], values: Union[Overrides[C], Mapping[str, Any], None] = None) -> Overrides[C]:
     """`values` as Overrides of `cls` (library callers may pass a plain mapping; None values are not given)."""
     if isinstance(values, Overrides):
         if values.cls is not cls:
@@ -363,12 +355,12 @@ def from_dict(cls: type[C], data: Mapping[str, Any], where: str = "") -> C:
     unknown = [k for k in data if k not in known]
     if unknown:
         raise ConfigError(f"{prefix}unknown {cls.__name__} fields {sorted(unknown)}: was this written by a newer nmt?")
-    with names_as_fields():
-        try:
-            config = cls(**{k: coerce(cls, k, v) for k, v in data.items()})
-            return config.validate()  # type: ignore[attr-defined]
-        except ConfigError as e:
-            raise ConfigError(f"{prefix}{cls.__name__}: {e}") from None
+    try:
+        config = cls(**{k: coerce(cls, k, v) for k, v in data.items()})
+        validated: C = config.validate()  # type: ignore[attr-defined]  # every config class has validate()
+        return validated
+    except ConfigError as e:
+        raise ConfigError(f"{prefix}{cls.__name__}: {named_as_fields(str(e), cls)}") from None
 
 
 def threads_option(default: int, help: str) -> Any:

@@ -4,12 +4,13 @@ behind their values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Union
+from typing import Any, Union
 
 from nmt.config.fields import Overrides, did_you_mean, overrides
 from nmt.config.sections import ModelConfig, TrainConfig
-from nmt.core.errors import ConfigError
+from nmt.core.errors import ConfigError, ref
 
 # -- presets ---------------------------------------------------------------------------------------
 
@@ -21,7 +22,7 @@ class Preset:
     description: str = ""
 
     @classmethod
-    def of(cls, description: str, model: Mapping[str, Any], train: Mapping[str, Any]) -> "Preset":
+    def of(cls, description: str, model: Mapping[str, Any], train: Mapping[str, Any]) -> Preset:
         return cls(Overrides(ModelConfig, model), Overrides(TrainConfig, train), description)
 
 
@@ -64,7 +65,7 @@ PRESETS: dict[str, Preset] = {
 
 def preset(name: str) -> Preset:
     if name not in PRESETS:
-        raise ConfigError(f"--preset {name!r} is unknown; choose one of {', '.join(PRESETS)}"
+        raise ConfigError(f"{ref('preset')} {name!r} is unknown; choose one of {', '.join(PRESETS)}"
                           f"{did_you_mean(name, PRESETS)}")
     return PRESETS[name]
 

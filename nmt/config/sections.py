@@ -59,7 +59,7 @@ class ModelConfig:
     output_bias: bool = option(False, "A fixed (untrained) bias on the output logits: an imported model's "
                                "(Marian's final_logits_bias).", cli=False)
 
-    def validate(self) -> "ModelConfig":
+    def validate(self) -> ModelConfig:
         check_fields(self)
         if self.d_model % self.n_heads:
             raise ConfigError(f"{flag_of(ModelConfig, 'd_model')} {self.d_model} is not divisible by "
@@ -118,7 +118,7 @@ class TrainConfig:
                                       "schedule.", flag="--reset-lr-scheduler/--no-reset-lr-scheduler",
                                       requires="init_from")
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         check_fields(self)
         if self.patience and not self.valid_bleu_sentences:
             raise ConfigError(f"{flag_of(TrainConfig, 'patience')} counts validations without a BLEU improvement; "
@@ -149,7 +149,7 @@ class SearchConfig:
     seed: int = option(1, "Sampling: the same seed draws the same translations (seeds each line's draws with its "
                        "line number).", low=0, high=INT_MAX, requires="sampling")
 
-    def validate(self) -> "SearchConfig":
+    def validate(self) -> SearchConfig:
         check_fields(self)
         if not self.sampling and self.nbest > self.beam:
             raise ConfigError(f"{flag_of(SearchConfig, 'nbest')} {self.nbest} must be between 1 and "
@@ -181,13 +181,16 @@ class InferenceConfig:
     batch_size: int = option(128, "Sentences per translation batch at most.", low=1, high=INT_MAX,
                              aliases=("--max-batch-sentences",))
 
-    def validate(self) -> "InferenceConfig":
+    def validate(self) -> InferenceConfig:
         check_fields(self)
         if self.int8 and self.precision not in (Precision.FP32, Precision.INT8):
-            raise ConfigError(f"--int8 contradicts --precision {self.precision}; give one of them")
+            raise ConfigError(f"{flag_of(InferenceConfig, 'int8')} contradicts "
+                              f"{flag_of(InferenceConfig, 'precision')} {self.precision}; give one of them")
         if self.engine == "torch" and self.inter_threads > 1:
-            raise ConfigError(f"--inter-threads {self.inter_threads}: the torch engine translates one batch at a "
-                              "time; use --engine ctranslate2, or leave --inter-threads out")
+            inter_threads = flag_of(InferenceConfig, "inter_threads")
+            raise ConfigError(f"{inter_threads} {self.inter_threads}: the torch engine translates one batch at a "
+                              f"time; use {flag_of(InferenceConfig, 'engine')} ctranslate2, or leave "
+                              f"{inter_threads} out")
         return self
 
     @property
@@ -205,7 +208,7 @@ class FilterConfig:
     max_ratio: float = option(2.0, "Drop training pairs whose length ratio exceeds this.", low=1.0)
     dedup: bool = option(True, "Drop repeated training pairs.", flag="--dedup/--no-dedup")
 
-    def validate(self) -> "FilterConfig":
+    def validate(self) -> FilterConfig:
         check_fields(self)  # NaN max_ratio would silently disable the filter
         if self.max_len < self.min_len:
             max_len, min_len = flag_of(FilterConfig, "max_len"), flag_of(FilterConfig, "min_len")
@@ -245,11 +248,11 @@ class ServeConfig:
                                       "api_key (403 without).")
     access_log: Optional[Path] = option(None, "Append one line per request to this file (-: stderr).")
 
-    def validate(self) -> "ServeConfig":
+    def validate(self) -> ServeConfig:
         check_fields(self)
         return self
 
-    def for_engine(self, engine: str) -> "ServeConfig":
+    def for_engine(self, engine: str) -> ServeConfig:
         """With --max-wait-ms, where it was left out, the default of `engine` (torch or ctranslate2)."""
         if self.max_wait_ms is not None:
             return self

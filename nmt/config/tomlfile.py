@@ -8,10 +8,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from nmt.config.fields import Overrides, check_field, coerce, did_you_mean, fields_of, names_as_fields, plain, spec_of
+from nmt.config.fields import Overrides, check_field, coerce, did_you_mean, fields_of, named_as_fields, plain, spec_of
 from nmt.config.sections import ModelConfig, TrainConfig
 from nmt.core.compression import read_small_text
-from nmt.core.errors import ConfigError, InputError
+from nmt.core.errors import ConfigError, InputError, ref
 
 # -- configuration files ---------------------------------------------------------------------------
 
@@ -26,7 +26,7 @@ class ConfigFile:
     model: Overrides[ModelConfig]
     train: Overrides[TrainConfig]
 
-    EMPTY: ClassVar["ConfigFile"]
+    EMPTY: ClassVar[ConfigFile]
 
 
 ConfigFile.EMPTY = ConfigFile(None, Overrides(ModelConfig), Overrides(TrainConfig))
@@ -66,7 +66,8 @@ def read_config_file(path: Any) -> ConfigFile:
     except ModuleNotFoundError:  # Python < 3.11
         import tomli as tomllib
     try:
-        text = read_small_text(path, f"--config {path}", "--config takes a TOML file such as a run's config.toml")
+        text = read_small_text(path, f"{ref('config')} {path}", f"{ref('config')} takes a TOML file such as a run's "
+                              "config.toml")
     except InputError as e:
         raise ConfigError(str(e)) from None
     try:
@@ -96,11 +97,10 @@ def checked_value(path: Any, section: str, cls: type, name: str, value: Any) -> 
     if name not in known:
         raise ConfigError(f"{path}: [{section}] has no field {name!r}{did_you_mean(name, known)} "
                           f"(the fields are {', '.join(known)})")
-    with names_as_fields():
-        try:
-            value = coerce(cls, name, value)
-            check_field(cls, name, value)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: [{section}] {e}; the default is "
-                              f"{toml_value(plain(known[name].default))}") from None
+    try:
+        value = coerce(cls, name, value)
+        check_field(cls, name, value)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: [{section}] {named_as_fields(str(e), cls)}; the default is "
+                          f"{toml_value(plain(known[name].default))}") from None
     return value

@@ -1,9 +1,14 @@
 """Errors the library raises; the CLI turns each into one line on stderr and its `exit_code`.
 
-Messages name the file or option at fault and say how to fix it.
+Messages name the file or setting at fault and say how to fix it. A setting is named by its config field in
+backticks, as `ref` writes it (`d_model`; `-dedup` for the off side of a --x/--no-x pair): a Python caller
+reads the field it sets, and the command line shows the option that sets it (`nmt.config.flags.as_flags`,
+the one table from fields to options).
 """
 
 import errno
+import re
+from typing import Callable, Optional
 
 
 class NmtError(Exception):
@@ -13,6 +18,26 @@ class NmtError(Exception):
     def exit_code(self) -> int:
         """The process's exit status when this error ends a command."""
         return 1
+
+
+# A reference to a config field in a message: `name`, or `-name` for the off side of a --x/--no-x pair.
+REF = re.compile(r"`(-?)([a-z][a-z0-9_]*)`")
+
+
+def ref(field: str, off: bool = False) -> str:
+    """How a message names the setting of config field `field` (`off`: its --no-x side)."""
+    return f"`{'-' if off else ''}{field}`"
+
+
+def render_refs(text: str, name: Callable[[str, bool], Optional[str]]) -> str:
+    """`text` with each reference to a field replaced by `name(field, off)`; kept as it is where that is None
+    (a word in backticks that names no field)."""
+
+    def replace(m: "re.Match[str]") -> str:
+        shown = name(m.group(2), m.group(1) == "-")
+        return m.group(0) if shown is None else shown
+
+    return REF.sub(replace, text)
 
 
 class InputError(NmtError):
@@ -51,7 +76,7 @@ class TrainingInterrupted(NmtError):
 
 
 class TrainingDiverged(NmtError):
-    """The loss stayed NaN/inf for --max-bad-updates updates in a row."""
+    """The loss stayed NaN/inf for `max_bad_updates` updates in a row."""
 
 
 class BusyError(NmtError):

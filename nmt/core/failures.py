@@ -6,7 +6,7 @@ above the base layer.
 
 from __future__ import annotations
 
-from nmt.core.errors import NmtError, os_error_message
+from nmt.core.errors import NmtError, os_error_message, ref
 
 
 def is_torch_io_error(e: BaseException) -> bool:
@@ -32,8 +32,8 @@ def error_line(e: BaseException) -> tuple[str, int]:
     if isinstance(e, NmtError):
         return str(e), e.exit_code
     if is_out_of_memory(e):
-        return ("out of memory; lower --max-tokens (or --batch-size, --beam), or use a machine with more "
-                f"memory ({str(e).splitlines()[0][:120] if str(e) else 'MemoryError'})"), 1
+        return (f"out of memory; lower {ref('max_tokens')} (or {ref('batch_size')}, {ref('beam')}), or use a "
+                f"machine with more memory ({str(e).splitlines()[0][:120] if str(e) else 'MemoryError'})"), 1
     if isinstance(e, OSError):
         return os_error_message(e), 1
     cause = e.__context__ if isinstance(e.__context__, OSError) else None

@@ -12,12 +12,13 @@ import stat
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Optional, Sequence
+from typing import IO, Any, Callable, Optional
 
 from nmt.core.compression import BLOCK, CODECS, Codec, blocks, codec_of_name, compressing, decompressed, undecided
-from nmt.core.errors import BusyError, InputError, OutputError, os_error_message
+from nmt.core.errors import BusyError, InputError, OutputError, os_error_message, ref
 
 try:
     import fcntl
@@ -356,15 +357,15 @@ def _encoded(raw: IO[Any], name: str, mode: str) -> Iterator[IO[Any]]:
 def _write_in_place(path: Path, mode: str) -> Iterator[IO[Any]]:
     """atomic_write's body for a path that is not a regular file; an OSError becomes an OutputError."""
     try:
-        with open(path, "wb" if _compression(path.name, mode) else mode, **_text_options(mode, path.name)) as raw:
-            with _encoded(raw, path.name, mode) as f:
-                yield f
+        with open(path, "wb" if _compression(path.name, mode) else mode, **_text_options(mode, path.name)) as raw, \
+                _encoded(raw, path.name, mode) as f:
+            yield f
     except OSError as e:
         raise OutputError(os_error_message(e, path, "cannot write")) from e
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | Path, option: str = "--out") -> Iterator[Path]:
+def folder_lock(folder: str | Path, option: str = ref("out")) -> Iterator[Path]:
     """Hold an exclusive lock on `folder` (created if missing) while the body runs.
 
     The lock is `fcntl.flock` on FOLDER/.nmt.lock, which holds the owner's pid for the error message.

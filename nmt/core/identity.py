@@ -43,7 +43,7 @@ class DataIdentity:
                 **tokenizer_identity(self.tokenizer, self.tokenizer_sha256)}
 
     @classmethod
-    def from_dict(cls, data: object, where: str) -> "DataIdentity":
+    def from_dict(cls, data: object, where: str) -> DataIdentity:
         """From `to_dict`'s form; DataError naming `where` for anything else."""
         fields = data if isinstance(data, dict) else {}
         legacy = next((kind for kind, key in LEGACY_KEYS.items() if key in fields), None)

@@ -6,7 +6,7 @@ without importing a tokenizer library.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = (PAD, UNK, BOS, EOS)

@@ -33,7 +33,7 @@ class Batch:
     tgt_tokens: int  # non-pad tokens in tgt_out (what the loss is averaged over)
     indices: np.ndarray  # (B,) dataset indices of the pairs
 
-    def to(self, device: torch.device | str) -> "Batch":
+    def to(self, device: torch.device | str) -> Batch:
         """The same batch with its tensors on `device`."""
         return Batch(
             src=self.src.to(device),
@@ -79,7 +79,7 @@ def make_batches(
     is then shuffled too.  The same (seed, epoch) always gives the same batches.
     """
     if max_tokens < 1:
-        raise InputError(f"--max-tokens {max_tokens} must be positive")
+        raise InputError(f"`max_tokens` {max_tokens} must be positive")
     if max_sentences is not None and max_sentences < 1:
         raise InputError(f"--max-sentences {max_sentences} must be positive (or omitted)")
     src_cost = np.asarray(src_lengths, dtype=np.int64) + 1  # + EOS

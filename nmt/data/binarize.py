@@ -13,9 +13,10 @@ import itertools
 import os
 import shutil
 import struct
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def _read_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
                 f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}; parallel files "
                 "must have one line per sentence pair"
             )
-        n += 1
+        n += 1  # noqa: SIM113 (the pairs read so far, for the message when one file ends first)
         yield s, t  # type: ignore[misc]
 
 
@@ -134,10 +135,10 @@ def _explain_nothing_kept(name: str, r: SplitReport, f: FilterConfig) -> str:
     """One line naming the filter that dropped most pairs and the option that relaxes it."""
     causes = {
         "empty": (r.empty, "one side is blank; check that the files are aligned text"),
-        "too_short": (r.too_short, f"shorter than --min-len {f.min_len} BPE tokens; lower --min-len"),
-        "too_long": (r.too_long, f"longer than --max-len {f.max_len} BPE tokens; raise --max-len"),
-        "ratio": (r.ratio, f"length ratio above --max-ratio {f.max_ratio}; raise --max-ratio"),
-        "duplicate": (r.duplicate, "duplicates; pass --no-dedup"),
+        "too_short": (r.too_short, f"shorter than `min_len` {f.min_len} BPE tokens; lower `min_len`"),
+        "too_long": (r.too_long, f"longer than `max_len` {f.max_len} BPE tokens; raise `max_len`"),
+        "ratio": (r.ratio, f"length ratio above `max_ratio` {f.max_ratio}; raise `max_ratio`"),
+        "duplicate": (r.duplicate, "duplicates; pass `-dedup`"),
     }
     _, (count, fix) = max(causes.items(), key=lambda kv: kv[1][0])
     return f"{name}: no training pair survived the filters: {count} of {r.read} pairs {fix}"
@@ -212,7 +213,7 @@ class _IndexWriter:
         self._files: list[IO[bytes]] = []
         try:
             for path, _ in self._parts:
-                self._files.append(open(path, "wb"))
+                self._files.append(open(path, "wb"))  # noqa: SIM115 (closed by self.close, also on failure)
         except BaseException:
             self.close()
             raise

@@ -159,10 +159,10 @@ def prepare(
     """
     filters.validate()
     if src == tgt:
-        raise ConfigError(f"--src and --tgt are both {src!r}; give two different language suffixes")
-    check_range("--chunk-size", chunk_size, 1, INT_MAX)
+        raise ConfigError(f"`src` and `tgt` are both {src!r}; give two different language suffixes")
+    check_range("`chunk_size`", chunk_size, 1, INT_MAX)
     out = Path(out)
-    check_output_dir(out, "--out")
+    check_output_dir(out, "`out`")
     tokenizer = from_file(bpe_model) if isinstance(bpe_model, (str, Path)) else bpe_model
     splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
     paths = {name: _split_paths(prefix, src, tgt) for name, prefix in splits.items()}  # fail early
@@ -281,7 +281,7 @@ class ParallelDataset:
         if info is None:
             have = ", ".join(self.meta["splits"]) or "none"
             raise DataError(
-                f"{self.directory}: no {split!r} split (has {have}); pass --{split} to `nmt prepare`"
+                f"{self.directory}: no {split!r} split (has {have}); pass `{split}` to `nmt prepare`"
             )
         if not (isinstance(info, dict) and isinstance(info.get("pairs"), int)
                 and isinstance(info.get("tokens"), int)):

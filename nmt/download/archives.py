@@ -21,7 +21,7 @@ def _unsafe(archive: Path, name: str, reason: str) -> DownloadError:
     """The error for an archive with an unsafe member."""
     return DownloadError(
         f"{archive}: unsafe archive member {name!r} ({reason}); refusing to extract it: the "
-        "archive is corrupt or malicious, delete it and check the source or --mirror"
+        "archive is corrupt or malicious, delete it and check the source or `mirror`"
     )
 
 
@@ -71,6 +71,6 @@ def safe_extract(archive: Path, dest: Path, members: Iterable[str] | None = None
     if missing:
         raise DownloadError(
             f"{archive}: member(s) {', '.join(missing)} not found; this is not the expected "
-            "archive, delete it and re-run (or check --mirror)"
+            "archive, delete it and re-run (or check `mirror`)"
         )
     return found

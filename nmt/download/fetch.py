@@ -140,7 +140,7 @@ def _open_response(session: requests.Session, url: str, offset: int, timeout: fl
     except (requests.ConnectionError, requests.Timeout) as e:
         raise _RetriesSpent(short(e)) from None
     except requests.RequestException as e:  # invalid URL, too many redirects ...
-        raise DownloadError(f"{url}: cannot download ({short(e)}); check the URL or --mirror") from None
+        raise DownloadError(f"{url}: cannot download ({short(e)}); check the URL or `mirror`") from None
 
 
 def _check_status(resp: requests.Response, url: str, part: Path, offset: int) -> tuple[int, int | None]:
@@ -159,7 +159,7 @@ def _check_status(resp: requests.Response, url: str, part: Path, offset: int) ->
     if code >= 400:
         raise DownloadError(
             f"{url}: HTTP {code} {resp.reason} for {part.name.removesuffix('.part')}; "
-            "check the URL (or --mirror): the file is not available there"
+            "check the URL (or `mirror`): the file is not available there"
         )
     length = resp.raw.length_remaining  # urllib3's Content-Length: None when absent or malformed
     if code != 206:
@@ -181,10 +181,10 @@ def too_big(
     expected = f"{name} is {size:,} bytes" if size is not None else f"{name} may be at most {bound:,} bytes"
     if local:
         found = f"the mirror's copy is {announced:,}" if announced is not None else "the mirror's copy is longer"
-        fix = "check --mirror: it holds another file under that name"
+        fix = "check `mirror`: it holds another file under that name"
     else:
         found = f"it announces {announced:,}" if announced is not None else "it sent more"
-        fix = "check the URL or --mirror: it serves another file"
+        fix = "check the URL or `mirror`: it serves another file"
     return DownloadError(f"{where}: too much data ({expected}, {found}); stopped and deleted the partial file; {fix}")
 
 
@@ -279,7 +279,7 @@ def _gave_up(url: str, part: Path, error: str, attempts: int) -> DownloadError:
     again = f"resume ({kept:,} bytes kept in {part})" if kept else "try again"
     return DownloadError(
         f"{url}: download failed after {attempts} attempt(s) in a row ({error}); "
-        f"check the network (or --mirror) and re-run the same command to {again}"
+        f"check the network (or `mirror`) and re-run the same command to {again}"
     )
 
 

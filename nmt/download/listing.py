@@ -65,5 +65,5 @@ def describe(info: DatasetInfo) -> tuple[str, str, str, str, str]:
     """One `--list` table row: (name, languages, size, licence, description with its splits)."""
     text = f"{info.description}. Lines: {_splits_text(info.splits)}"
     if info.extra_splits:
-        text += f"; with --extra-tests also {_splits_text(info.extra_splits)}"
+        text += f"; with `extra_tests` also {_splits_text(info.extra_splits)}"
     return info.name, info.langs, info.size, info.licence, text

@@ -23,7 +23,7 @@ from nmt.download.spec import RemoteFile
 
 def _bad(mirror: str, why: str) -> InputError:
     return InputError(
-        f"--mirror {mirror!r}: {why}; give a folder holding the dataset's files under their upstream "
+        f"`mirror` {mirror!r}: {why}; give a folder holding the dataset's files under their upstream "
         "names, or an http(s) base URL such as https://example.org/data"
     )
 
@@ -123,7 +123,7 @@ def copy_file(src: Path, part: Path, progress: ProgressFn = ignore, bound: int |
         return done
     except FileNotFoundError:
         raise DownloadError(
-            f"{src}: not found in the --mirror directory; it must hold the dataset's files "
+            f"{src}: not found in the `mirror` directory; it must hold the dataset's files "
             "under their upstream names"
         ) from None
     except (IsADirectoryError, PermissionError) as e:

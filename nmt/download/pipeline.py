@@ -73,9 +73,9 @@ def _check_mirror_is_no_output(mirror: Mirror, out: Path) -> None:
         return
     folder, target = mirror.folder.resolve(), out.resolve()
     if folder == target or target in folder.parents:
-        where = "is the --out folder" if folder == target else f"is inside --out {out}"
+        where = "is the `out` folder" if folder == target else f"is inside `out` {out}"
         raise InputError(
-            f"--mirror {mirror.text!r}: {where}, which the download writes to; give another --out "
+            f"`mirror` {mirror.text!r}: {where}, which the download writes to; give another `out` "
             "(the mirror's files are only read)"
         )
 
@@ -83,7 +83,7 @@ def _check_mirror_is_no_output(mirror: Mirror, out: Path) -> None:
 def check_out(out: Path, spec: DatasetSpec, splits: tuple[Split, ...], mirror: Mirror | None) -> None:
     """InputError, before anything is written, unless `out` may receive this download (see the module doc)."""
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a directory; choose a folder")
+        raise InputError(f"`out` {out}: exists and is not a directory; choose a folder")
     if mirror is not None:
         _check_mirror_is_no_output(mirror, out)
     if not out.is_dir():
@@ -91,13 +91,13 @@ def check_out(out: Path, spec: DatasetSpec, splits: tuple[Split, ...], mirror: M
     manifest = read_manifest(out)
     if (out / MANIFEST).exists() and not is_nmt_manifest(manifest):
         raise InputError(
-            f"--out {out}: {out / MANIFEST} is not a manifest of nmt download; choose another --out, or move "
+            f"`out` {out}: {out / MANIFEST} is not a manifest of nmt download; choose another `out`, or move "
             "that file away"
         )
     if manifest is not None:
         if manifest.get("dataset") != spec.name:
             raise InputError(
-                f"--out {out}: already holds dataset {manifest.get('dataset')!r} "
+                f"`out` {out}: already holds dataset {manifest.get('dataset')!r} "
                 f"(see {out / MANIFEST}); choose another folder"
             )
         return  # nmt's own folder: a re-run or a resume
@@ -106,8 +106,8 @@ def check_out(out: Path, spec: DatasetSpec, splits: tuple[Split, ...], mirror: M
     if theirs:
         more = f" (and {len(theirs) - 1} more)" if len(theirs) > 1 else ""
         raise InputError(
-            f"--out {out}: {theirs[0]}{more} exists and no {MANIFEST} says nmt wrote it; the download would "
-            "replace it: choose another --out, or move the file(s) away"
+            f"`out` {out}: {theirs[0]}{more} exists and no {MANIFEST} says nmt wrote it; the download would "
+            "replace it: choose another `out`, or move the file(s) away"
         )
 
 
@@ -133,7 +133,7 @@ def download(
     """
     spec = resolve(name, pair)
     out = Path(out)
-    check_range("--timeout", timeout, 0.0, low_open=True)
+    check_range("`timeout`", timeout, 0.0, low_open=True)
     source = Mirror.parse(mirror) if mirror is not None else None
     splits = spec.selected(extra_tests)
     check_out(out, spec, splits, source)

@@ -35,11 +35,11 @@ def _family_pair(family: str, pairs: dict[str, DatasetSpec], pair: str | None) -
     wanted = pair.strip().lower()
     if not _PAIR_SYNTAX.fullmatch(wanted):
         raise InputError(
-            f"--pair {pair!r}: not a language pair; write SOURCE-TARGET, for {family} one of: "
+            f"`pair` {pair!r}: not a language pair; write SOURCE-TARGET, for {family} one of: "
             f"{', '.join(pairs)}"
         )
     if wanted not in pairs:
-        raise InputError(f"--pair {pair}: {family} has no {wanted} data; choose one of: {', '.join(pairs)}")
+        raise InputError(f"`pair` {pair}: {family} has no {wanted} data; choose one of: {', '.join(pairs)}")
     return pairs[wanted]
 
 
@@ -61,13 +61,13 @@ def resolve(name: str | DatasetSpec, pair: str | None = None) -> DatasetSpec:
         if found is None:
             raise InputError(
                 f"unknown dataset {name!r}; choose one of: {', '.join(sorted(groups))} "
-                f"(with --pair), or {', '.join(n for n in registry() if n not in groups)} "
+                f"(with `pair`), or {', '.join(n for n in registry() if n not in groups)} "
                 "(see nmt download --list)"
             )
         spec = found
     if pair is not None and pair.strip().lower() != spec.pair:
         raise InputError(
-            f"--pair {pair}: dataset {spec.name} is {spec.pair}; drop --pair, or name the family: "
+            f"`pair` {pair}: dataset {spec.name} is {spec.pair}; drop `pair`, or name the family: "
             f"nmt download {spec.group} --pair {pair}"
         )
     return spec

@@ -68,7 +68,7 @@ def verify(file: RemoteFile, path: Path, where: str, progress: ProgressFn = igno
     def mismatch(what: str) -> DownloadError:
         return DownloadError(
             f"{where}: checksum mismatch for {file.name} ({what}); the bad copy was deleted, "
-            "re-run to fetch it again, or check --mirror if it persists"
+            "re-run to fetch it again, or check `mirror` if it persists"
         )
 
     size = path.stat().st_size

@@ -43,7 +43,7 @@ from typing import Any, Optional
 
 import torch
 
-from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, names_as_fields
+from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, named_as_fields
 from nmt.core.errors import ConfigError, InputError, one_line
 from nmt.core.identity import DataIdentity
 from nmt.core.vocab import BOS, EOS, PAD, UNK
@@ -270,11 +270,10 @@ def model_config(config: dict[str, Any], path: Path, vocab_size: int) -> ModelCo
         max_positions=int_value(config, "max_position_embeddings", path), positions="sinusoidal-halves",
         norm="post", activation=ACTIVATIONS[activation], scale_embeddings=bool(config.get("scale_embedding", False)),
         output_bias=True)
-    with names_as_fields():
-        try:
-            return Overrides(ModelConfig, values).apply()
-        except ConfigError as e:
-            raise InputError(f"{path}: {e}") from None
+    try:
+        return Overrides(ModelConfig, values).apply()
+    except ConfigError as e:
+        raise InputError(f"{path}: {named_as_fields(str(e), ModelConfig)}") from None
 
 
 def fine_tuning_config(model_cfg: ModelConfig) -> TrainConfig:
@@ -426,12 +425,11 @@ def search_defaults(folder: Path, config: dict[str, Any], specials: dict[str, in
         ignored.append("bad_words_ids (nmt never generates the pad piece; the others it does not ban)")
     if ignored:
         notes.append(f"note: {where.name} sets {', '.join(ignored)}, which nmt's search does not have; ignored")
-    with names_as_fields():
-        try:
-            search = Overrides(SearchConfig, values)
-            search.apply()
-        except ConfigError as e:
-            raise InputError(f"{where}: {e}") from None
+    try:
+        search = Overrides(SearchConfig, values)
+        search.apply()
+    except ConfigError as e:
+        raise InputError(f"{where}: {named_as_fields(str(e), SearchConfig)}") from None
     return search
 
 
@@ -446,13 +444,13 @@ def find_languages(folder: Path, tok_config: dict[str, Any], src: Optional[str],
     if (found["src"] is None or found["tgt"] is None) and named:
         found = {"src": found["src"] or named.group(1), "tgt": found["tgt"] or named.group(2)}
         notes.append(f"note: languages {found['src']}-{found['tgt']} taken from the folder's name; "
-                     "give --src and --tgt to set them")
+                     "give `src` and `tgt` to set them")
     if found["src"] is None or found["tgt"] is None:
         raise InputError(f"{folder}: the languages are not recorded (tokenizer_config.json has no source_lang and "
-                         "target_lang); give them: --src en --tgt de")
+                         "target_lang); give them: `src` en `tgt` de")
     src, tgt = found["src"], found["tgt"]
     for key, value in (("src", src), ("tgt", tgt)):
         if not LANGUAGE.fullmatch(value):
-            raise InputError(f"--{key} {value!r}: not a language code (letters, digits, - and _); give --{key}")
+            raise InputError(f"`{key}` {value!r}: not a language code (letters, digits, - and _); give `{key}`")
     return src, tgt
 

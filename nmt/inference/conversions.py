@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from nmt.core.errors import InputError, OutputError, os_error_message
+from nmt.core.errors import InputError, OutputError, os_error_message, ref
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.usercache import cache_folder, locked
 from nmt.inference.ct2_export import EXPORT_VERSION, export_ctranslate2, file_sha256, read_meta
@@ -46,7 +46,7 @@ def converted(model_path: Path, progress: ProgressFn = ignore, sha256: Optional[
         try:
             export_ctranslate2(model_path, entry, checkpoint_sha256=sha256)
         except OutputError as e:  # written beside the entry: the cache's disk is full or read-only
-            raise OutputError(f"{e}; or set NMT_CACHE_DIR, or translate with --engine torch") from None
+            raise OutputError(f"{e}; or set NMT_CACHE_DIR, or translate with {ref('engine')} torch") from None
         # said once it is done, so that a checkpoint that cannot be read is one line of error, and nothing else
         progress(Progress("ctranslate2", message=f"converted {model_path} for CTranslate2 (once) into {entry}"))
     return entry
@@ -65,7 +65,7 @@ def checkpoint_digest(model_path: Path) -> str:
     try:
         return file_sha256(model_path)
     except FileNotFoundError:
-        raise InputError(f"{model_path}: no such checkpoint; check --model") from None
+        raise InputError(f"{model_path}: no such checkpoint; check {ref('model')}") from None
     except IsADirectoryError:
         raise InputError(f"{model_path}: is a directory; pass a checkpoint file") from None
     except OSError as e:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from nmt.config import Overrides, SearchConfig
-from nmt.core.errors import ConfigError, InputError
+from nmt.core.errors import ConfigError, InputError, ref
 from nmt.core.progress import ProgressFn, ignore
 from nmt.core.vocab import BOS, EOS, PAD
 from nmt.inference.ct2_export import SPECIAL_TOKENS, ctranslate2_vocabulary, read_meta, require_ctranslate2
@@ -153,7 +153,7 @@ class CTranslate2Translator(BatchTranslator):
         self.options = ctranslate2_options(search_cfg, self.suppress_specials)
         return search_cfg
 
-    def with_search(self, search_cfg: SearchConfig) -> "CTranslate2Translator":
+    def with_search(self, search_cfg: SearchConfig) -> CTranslate2Translator:
         other = copy.copy(self)
         other.search_cfg = other.check_search(search_cfg)  # options of its own: this one's stay
         return other
@@ -210,7 +210,7 @@ class CTranslate2Translator(BatchTranslator):
             return []
         if self.meta.get("version", 1) < 2:
             raise ConfigError(f"{self.model_dir}: exported by an older nmt, whose model gives one head's attention; "
-                              "export it again for --alignments")
+                              f"export it again for {ref('alignments')}")
         src_ids = self.encode([line], line_index)[0]
         source = [self.vocab[t] for t in src_ids[:-1]]
         prefix = [self.vocab[t] for t in hypothesis.tokens]

@@ -32,14 +32,15 @@ import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import torch
 
 from nmt.config import to_dict
-from nmt.core.errors import ConfigError, InputError, OutputError, one_line
+from nmt.core.errors import ConfigError, InputError, OutputError, one_line, ref
 from nmt.core.vocab import BOS, EOS, PAD, UNK
 from nmt.model import checkpoint
 from nmt.text.tokenizer import Tokenizer, load_tokenizer, save_files
@@ -268,7 +269,7 @@ def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[s
 
 def export(fmt: str, model_path: Path, out_dir: Path, **kwargs: Any) -> ExportResult:
     if fmt != "ctranslate2":
-        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise ConfigError(f"{ref('format')} {fmt!r}: use one of {', '.join(FORMATS)}")
     return export_ctranslate2(model_path, out_dir, **kwargs)
 
 
@@ -277,7 +278,7 @@ def _check_quantization(quantization: Optional[str]) -> None:
     from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 
     if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
-        raise ConfigError(f"--quantization {quantization!r}: use one of {', '.join(ACCEPTED_MODEL_TYPES)}")
+        raise ConfigError(f"{ref('quantization')} {quantization!r}: use one of {', '.join(ACCEPTED_MODEL_TYPES)}")
 
 
 def _check_output_dir(out_dir: Path, force: bool) -> None:
@@ -291,7 +292,8 @@ def _check_output_dir(out_dir: Path, force: bool) -> None:
     if not out_dir.is_dir():
         raise InputError(f"{out_dir}: exists and is not a folder; choose another output folder")
     if not force and any(out_dir.iterdir()):
-        raise InputError(f"{out_dir}: folder exists and is not empty; choose another or pass --force to replace it")
+        raise InputError(f"{out_dir}: folder exists and is not empty; choose another or pass {ref('force')} to "
+                         "replace it")
 
 
 @contextlib.contextmanager

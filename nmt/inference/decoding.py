@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from nmt.config import SearchConfig
+from nmt.core.errors import ref
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,9 @@ OPTIONS: tuple[Decoding, ...] = (
              ct2_value=lambda cfg: cfg.nbest if cfg.sampling else cfg.beam,
              request="N best translations per line, each with its score", shown=True),
     Decoding("sampling", torch=("search",), ct2_engine="beam_size 1 and the sampling_* keywords",
-             differs="CTranslate2 draws other samples than torch (--engine ctranslate2 for its own)",
-             note="note: --engine ctranslate2 draws its own samples: the same --seed gives other samples than "
-                  "--engine torch (each engine's are reproducible)"),
+             differs=f"CTranslate2 draws other samples than torch ({ref('engine')} ctranslate2 for its own)",
+             note=f"note: {ref('engine')} ctranslate2 draws its own samples: the same {ref('seed')} gives other "
+                  f"samples than {ref('engine')} torch (each engine's are reproducible)"),
     Decoding("topk", torch=("sampling_probs",), ct2="sampling_topk", sampling_only=True),
     Decoding("topp", torch=("sampling_probs",), ct2="sampling_topp", sampling_only=True),
     Decoding("temperature", torch=("sampling_probs",), ct2="sampling_temperature", sampling_only=True),

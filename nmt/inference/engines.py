@@ -7,9 +7,10 @@ otherwise, and says which (and why) on stderr once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Protocol, Sequence, Union
+from typing import Any, Protocol, Union
 
 import torch
 
@@ -26,7 +27,7 @@ from nmt.config import (
     from_dict,
     overrides,
 )
-from nmt.core.errors import ConfigError, InputError, OutputError
+from nmt.core.errors import ConfigError, InputError, OutputError, ref
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.inference.conversions import converted, rebuild
 from nmt.inference.ct2_engine import CTranslate2Translator
@@ -64,7 +65,7 @@ class Engine(Protocol):
         """One Translation per line of a stream of chunks, in order, as each chunk is translated."""
         ...
 
-    def with_search(self, cfg: SearchConfig) -> "Engine":
+    def with_search(self, cfg: SearchConfig) -> Engine:
         """The same model with other search settings (cheap: nothing is loaded again)."""
         ...
 
@@ -104,10 +105,10 @@ def open_engine(paths: Sequence[Path], search: Union[Overrides[SearchConfig], Se
         engine = open_ctranslate2(paths, search, options, progress, needs, explicit)
     except Unsupported as e:
         if explicit:
-            raise ConfigError(f"--engine ctranslate2: {e}; use --engine torch") from None
+            raise ConfigError(f"{ref('engine')} ctranslate2: {e}; use {ref('engine')} torch") from None
         if options.inter_threads > 1:  # an option that would do nothing
-            raise ConfigError(f"--inter-threads {options.inter_threads} needs the CTranslate2 engine, and {e}; "
-                              "leave --inter-threads out") from None
+            raise ConfigError(f"{ref('inter_threads')} {options.inter_threads} needs the CTranslate2 engine, and "
+                              f"{e}; leave {ref('inter_threads')} out") from None
         translator = Translator.open(paths, search, options, progress)  # its errors first: said once opened
         progress(Progress("engine", message=f"engine: torch (auto: {e})"))
         return translator
@@ -164,9 +165,9 @@ def ctranslate2_for(paths: list[Path], needs: Needs) -> Any:
     except ConfigError:
         raise Unsupported("CTranslate2 is not installed (pip install 'nmt-toolkit[ct2]')") from None
     if len(paths) > 1:
-        raise Unsupported(f"an ensemble ({len(paths)} --model) runs on torch only")
+        raise Unsupported(f"an ensemble ({len(paths)} {ref('model')}) runs on torch only")
     if needs.attention:
-        raise Unsupported("--attention heatmaps need every layer's and head's attention, which CTranslate2 "
+        raise Unsupported(f"{ref('attention')} heatmaps need every layer's and head's attention, which CTranslate2 "
                           "does not give")
     return ct2
 
@@ -194,9 +195,9 @@ def check_decoding(search_cfg: SearchConfig, options: InferenceConfig, progress:
         if option.differs and not explicit:
             raise Unsupported(f"{flag_of(SearchConfig, option.field)}: {option.differs}")
     if search_cfg.sampling and options.inter_threads > 1:
-        raise ConfigError(f"--inter-threads {options.inter_threads} with --sampling: which replica draws a batch's "
-                          "samples changes from run to run, so --seed would not give the same samples; use "
-                          "--inter-threads 1")
+        raise ConfigError(f"{ref('inter_threads')} {options.inter_threads} with {ref('sampling')}: which replica "
+                          f"draws a batch's samples changes from run to run, so {ref('seed')} would not give the "
+                          f"same samples; use {ref('inter_threads')} 1")
     for option in changed(search_cfg):  # never a silent difference between the engines
         if option.differs and option.note:
             progress(Progress("engine", message=option.note))
@@ -207,7 +208,7 @@ def compute_type_of(precision: Precision, device: torch.device, supported: set[s
     precision = resolve_precision(precision, device)  # the errors of both engines (fp16 on a CPU, ...)
     name = COMPUTE_TYPES[precision]
     if name not in supported:
-        raise Unsupported(f"--precision {precision}: CTranslate2 has no {name} on this {device.type} "
+        raise Unsupported(f"{ref('precision')} {precision}: CTranslate2 has no {name} on this {device.type} "
                           f"(it has {', '.join(sorted(supported))})")
     return name
 

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from torch import Tensor
 
@@ -15,10 +16,10 @@ class EnsembleState:
 
     states: list[Any]
 
-    def select(self, index: Tensor) -> "EnsembleState":
+    def select(self, index: Tensor) -> EnsembleState:
         return EnsembleState([s.select(index) for s in self.states])
 
-    def expand(self, k: int) -> "EnsembleState":
+    def expand(self, k: int) -> EnsembleState:
         return EnsembleState([s.expand(k) for s in self.states])
 
 

@@ -4,10 +4,11 @@ systems."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Any, Optional, cast
 
-from nmt.core.errors import InputError
+from nmt.core.errors import InputError, ref
 
 if TYPE_CHECKING:  # sacrebleu is imported where it is used
     from sacrebleu.metrics.base import Metric
@@ -115,9 +116,10 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: Sequence[str] |
     from sacrebleu.significance import PairedTest
 
     if len(systems) < 2:
-        raise InputError("--paired-bs compares systems with a baseline: give two or more (the first is the baseline)")
+        raise InputError(f"{ref('paired_bs')} compares systems with a baseline: give two or more (the first is the "
+                         "baseline)")
     if n_samples < 1:
-        raise InputError(f"--paired-bs-n must be at least 1, got {n_samples}")
+        raise InputError(f"{ref('paired_bs_n')} must be at least 1, got {n_samples}")
     sets = reference_sets(refs)
     for name, hyps in systems:
         for r in sets:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from nmt.core.errors import InputError
+from nmt.core.errors import InputError, ref
 from nmt.core.files import atomic_write
 from nmt.core.vocab import BOS, EOS
 
@@ -102,7 +102,7 @@ def require_matplotlib() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise InputError("--attention needs matplotlib, which is not installed; "
+        raise InputError(f"{ref('attention')} needs matplotlib, which is not installed; "
                          "install it with: pip install 'nmt-toolkit[plot]' (or pip install matplotlib)") from None
     matplotlib.use("Agg")  # files only: no display needed, works over ssh and in CI
     import matplotlib.pyplot as plt

@@ -16,8 +16,9 @@ leave the batch, so the work shrinks as they finish.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, Sequence, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar, cast, overload
 
 import torch
 from torch import Tensor
@@ -101,7 +102,7 @@ def beam_step(scores: Tensor, log_probs: Tensor, n: int | None = None,
     pad_to = n
     n = 2 * K if n is None else n
     m = min(n, K * V)
-    if K * V >= 4 * m * chunk:
+    if 4 * m * chunk <= K * V:
         cand_scores, flat = top_totals_by_chunks(scores, log_probs, m, chunk)  # (B, m)
     else:
         cand_scores, flat = (scores[:, :, None] + log_probs).view(B, K * V).topk(m, dim=1)  # (B, m)
@@ -313,7 +314,7 @@ def argmax_by_chunks(x: Tensor, chunk: int = 64) -> Tensor:
     maximum of each chunk of `chunk` numbers (a vectorised max, ~10x cheaper per number than argmax on
     the CPUs we measured), then the first position of the maximum in the first chunk that holds it. (N,)"""
     N, V = x.shape
-    if V < 4 * chunk:
+    if 4 * chunk > V:
         return x.argmax(-1)
     whole = V // chunk * chunk
     maxima = x[:, :whole].view(N, -1, chunk).amax(-1)  # (N, V // chunk)

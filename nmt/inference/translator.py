@@ -4,10 +4,11 @@ shared by every engine (`BatchTranslator`); the torch engine (`Translator`)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Optional, Protocol, Sequence
+from typing import IO, Any, Optional, Protocol
 
 import torch
 
@@ -15,7 +16,7 @@ from nmt.compute.device import precision_warning, resolve_precision, select_devi
 from nmt.compute.precision import prepare_model
 from nmt.compute.timing import translation_timing
 from nmt.config import INT_MAX, InferenceConfig, Overrides, Precision, SearchConfig, check_range, overrides
-from nmt.core.errors import CheckpointError, ConfigError
+from nmt.core.errors import CheckpointError, ConfigError, ref
 from nmt.core.files import BOM, byte_blocks, read_lines
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.vocab import EOS, PAD
@@ -60,7 +61,7 @@ class BatchTranslator:
         """`search_cfg`, validated; an engine refuses here (a one-line ConfigError) what it cannot search."""
         return search_cfg.validate()
 
-    def with_search(self, search_cfg: SearchConfig) -> "BatchTranslator":
+    def with_search(self, search_cfg: SearchConfig) -> BatchTranslator:
         """The same model and tokenizer with other search settings (a shallow copy: nothing is loaded)."""
         other = copy.copy(self)
         other.search_cfg = self.check_search(search_cfg)
@@ -112,11 +113,13 @@ class BatchTranslator:
     def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
         """Source-target word pairs of `line` and a hypothesis, from the last layer's cross-attention
         (averaged over its heads)."""
-        raise ConfigError(f"--alignments: the {self.name} engine cannot give alignments; use --engine torch")
+        raise ConfigError(f"{ref('alignments')}: the {self.name} engine cannot give alignments; use {ref('engine')} "
+                          "torch")
 
     def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
         """Cross-attention maps of `line` and one of its hypotheses, every layer and head."""
-        raise ConfigError(f"--attention: the {self.name} engine cannot give attention maps; use --engine torch")
+        raise ConfigError(f"{ref('attention')}: the {self.name} engine cannot give attention maps; use "
+                          f"{ref('engine')} torch")
 
 
 class Translator(BatchTranslator):
@@ -135,8 +138,8 @@ class Translator(BatchTranslator):
                  precision: Precision | str = Precision.FP32):
         """`search_cfg`: the search, or the options given (Overrides; default: none) over the model's own
         defaults (an imported model brings some) and nmt's."""
-        check_range("--max-tokens", max_tokens, 1, INT_MAX)
-        check_range("--batch-size", max_sentences, 1, INT_MAX)
+        check_range(ref("max_tokens"), max_tokens, 1, INT_MAX)
+        check_range(ref("batch_size"), max_sentences, 1, INT_MAX)
         self.device = torch.device(device)
         paths = [Path(model_path)] if isinstance(model_path, (str, Path)) else [Path(p) for p in model_path]
         ckpts = [checkpoint.load(p) for p in paths]
@@ -160,7 +163,7 @@ class Translator(BatchTranslator):
     @classmethod
     def open(cls, model_paths: Sequence[Path], search: Overrides[SearchConfig] | SearchConfig | None = None,
              inference: Overrides[InferenceConfig] | InferenceConfig | None = None,
-             progress: ProgressFn = ignore) -> "Translator":
+             progress: ProgressFn = ignore) -> Translator:
         """The torch engine of `translate`, `eval` and `serve`: the options the user gave (`search`,
         `inference`) over the defaults; a precision that is slow here is warned about on `progress`."""
         search_cfg = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search)
@@ -183,7 +186,7 @@ class Translator(BatchTranslator):
     def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
         """Cross-attention maps of `line` and one of its hypotheses (of one model, not an ensemble)."""
         if isinstance(self.model, Ensemble):
-            raise ConfigError("--attention plots one model's attention; give one --model")
+            raise ConfigError(f"{ref('attention')} plots one model's attention; give one {ref('model')}")
         src_ids = self.encode([line], line_index)[0]
         return attention_maps(self.model, self.tokenizer, src_ids, hypothesis.tokens)
 

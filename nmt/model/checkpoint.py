@@ -31,7 +31,7 @@ from nmt.config import (
     check_type,
     field_types,
     from_dict,
-    names_as_fields,
+    named_as_fields,
     to_dict,
 )
 from nmt.core.errors import CheckpointError, ConfigError, DataError, InputError, OutputError
@@ -98,7 +98,7 @@ class Checkpoint:
         load_weights(model, self.weights, path)
         return model.eval()
 
-    def for_inference(self) -> "Checkpoint":
+    def for_inference(self) -> Checkpoint:
         """This checkpoint without what only resuming needs (an averaged or exported model)."""
         return dataclasses.replace(self, resumable=None)
 
@@ -117,7 +117,7 @@ class Checkpoint:
         return payload
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], path: Path | str) -> "Checkpoint":
+    def from_payload(cls, payload: dict[str, Any], path: Path | str) -> Checkpoint:
         """The checkpoint stored in `payload` (of this VERSION), checked field by field: a damaged or
         foreign value is a CheckpointError naming the file and the field."""
         where = str(path)
@@ -129,12 +129,11 @@ class Checkpoint:
             model_config = from_dict(ModelConfig, payload["model_config"], where)
             train_config = from_dict(TrainConfig, payload["train_config"], where)
             data = DataIdentity.from_dict(payload["data"], where)
-            with names_as_fields():
-                try:
-                    search = Overrides(SearchConfig, payload.get("search") or {})
-                    search.apply()
-                except ConfigError as e:
-                    raise ConfigError(f"{where}: search defaults: {e}") from None
+            try:
+                search = Overrides(SearchConfig, payload.get("search") or {})
+                search.apply()
+            except ConfigError as e:
+                raise ConfigError(f"{where}: search defaults: {named_as_fields(str(e), SearchConfig)}") from None
         except (ConfigError, DataError) as e:
             raise CheckpointError(f"{e}; the checkpoint is damaged or was written by another nmt") from None
         if not isinstance(payload["model"], dict):
@@ -270,7 +269,7 @@ def save(path: Path, ckpt: Checkpoint) -> None:
         if not isinstance(cause, OSError):
             raise  # a folder in the way (already a one-line error), or a real bug
         raise CheckpointError(f"{path}: cannot write the checkpoint ({cause.strerror or cause}); "
-                              "free disk space or choose a writable --out, then rerun to resume") from e
+                              "free disk space or choose a writable `out`, then rerun to resume") from e
 
 
 def load(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
@@ -374,7 +373,7 @@ def average(paths: list[Path]) -> Checkpoint:
     accumulated in float64.
     """
     if not paths:
-        raise InputError("no checkpoints to average; name files or a run folder with --last N")
+        raise InputError("no checkpoints to average; name files or a run folder with `last` N")
     first = load(paths[0])
     check_weights(first.weights, paths[0])
     sums: dict[str, torch.Tensor] = {k: v.double() if v.is_floating_point() else v.clone()
@@ -435,14 +434,14 @@ def resolve_average_inputs(inputs: list[Path], last: Optional[int]) -> list[Path
         if not found:
             raise InputError(f"{inputs[0]}: no step checkpoints (checkpoint_NNNNNNNN.pt) in this folder; train first")
         if last is not None and last < 1:
-            raise InputError(f"--last {last}: give a positive number of checkpoints to average")
+            raise InputError(f"`last` {last}: give a positive number of checkpoints to average")
         n = len(found) if last is None else last
         if n > len(found):
-            raise InputError(f"--last {n}: {inputs[0]} holds only {len(found)} step checkpoints; "
-                             f"use --last {len(found)} or fewer")
+            raise InputError(f"`last` {n}: {inputs[0]} holds only {len(found)} step checkpoints; "
+                             f"use `last` {len(found)} or fewer")
         return found[-n:]
     if last is not None:
-        raise InputError("--last N goes with a single run folder, not with checkpoint files")
+        raise InputError("`last` N goes with a single run folder, not with checkpoint files")
     for p in inputs:
         if not p.is_file():
             raise InputError(f"{p}: no such checkpoint file")

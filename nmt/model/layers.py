@@ -200,11 +200,11 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Sublayer(cfg.d_model, cfg.dropout, pre)
 
     def forward(self, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
-                cache: Optional["KVCache"] = None, need_weights: bool = False) -> "LayerOutput":
+                cache: Optional[KVCache] = None, need_weights: bool = False) -> LayerOutput:
         """`decoder_layer` on this layer's parts (see there)."""
         return decoder_layer(self.parts(), x, memory_kv, src_mask, cache, need_weights)
 
-    def parts(self) -> "DecoderParts":
+    def parts(self) -> DecoderParts:
         """This layer's parts as plain functions (`function_of`), with dropout in training only."""
         sa, ca, ffn, train = self.self_attn, self.cross_attn, self.ffn, self.training
         return DecoderParts(
@@ -289,12 +289,12 @@ class KVCache:
     v: Optional[Tensor] = None
     order: Optional[Tensor] = None  # rows of k/v that make up the hypotheses, pending
 
-    def select(self, index: Tensor) -> "KVCache":
+    def select(self, index: Tensor) -> KVCache:
         if self.k is None:
             return self
         return KVCache(self.k, self.v, index if self.order is None else self.order.index_select(0, index))
 
-    def append(self, k: Tensor, v: Tensor) -> "KVCache":
+    def append(self, k: Tensor, v: Tensor) -> KVCache:
         """This cache (its pending selection applied) with new positions k, v (N, H, T, Dh) appended."""
         if self.k is None:
             return KVCache(k, v)
@@ -303,7 +303,7 @@ class KVCache:
 
 
 def decoder_layer(p: DecoderParts, x: Tensor, memory_kv: tuple[Tensor, Tensor], src_mask: Tensor,
-                  cache: Optional["KVCache"] = None, need_weights: bool = False) -> "LayerOutput":
+                  cache: Optional[KVCache] = None, need_weights: bool = False) -> LayerOutput:
     """A decoder layer: x (B, T, D); memory_kv: cross-attention keys/values (B', H, S, Dh); src_mask
     (B', 1, 1, S), boolean (True at real tokens) or the same as an additive bias (`SourceMemory.bias`).
 
@@ -356,5 +356,5 @@ def decoder_layer(p: DecoderParts, x: Tensor, memory_kv: tuple[Tensor, Tensor], 
 
 class LayerOutput(NamedTuple):
     x: Tensor  # (B, T, D)
-    cache: Optional["KVCache"]  # the self-attention cache with this call's positions appended
+    cache: Optional[KVCache]  # the self-attention cache with this call's positions appended
     cross_weights: Optional[Tensor]  # (B, H, T, S), with need_weights

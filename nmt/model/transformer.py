@@ -13,8 +13,9 @@ knows its layout. The layers themselves change nothing: they return the grown ca
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional, cast
+from typing import Optional, cast
 
 import torch
 import torch.nn.functional as F
@@ -64,12 +65,12 @@ class SourceMemory:
     group: int = 1
 
     @classmethod
-    def of(cls, mask: Tensor, kv: list[tuple[Tensor, Tensor]]) -> "SourceMemory":
+    def of(cls, mask: Tensor, kv: list[tuple[Tensor, Tensor]]) -> SourceMemory:
         k = kv[0][0]
         bias = torch.zeros(mask.shape, dtype=k.dtype, device=k.device).masked_fill_(~mask, float("-inf"))
         return cls(mask, bias, kv)
 
-    def select(self, index: Tensor) -> "SourceMemory":
+    def select(self, index: Tensor) -> SourceMemory:
         """Follow a selection of hypotheses `index` (N',); with group > 1 it lists whole groups, as
         beam search's reordering does, so the sentences are every group-th entry. Beam search keeps
         the same sentences at most steps: then nothing is copied."""
@@ -80,7 +81,7 @@ class SourceMemory:
         return SourceMemory(self.mask.index_select(0, sentences), self.bias.index_select(0, sentences),
                       [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.kv], self.group)
 
-    def expand(self, k: int) -> "SourceMemory":
+    def expand(self, k: int) -> SourceMemory:
         return replace(self, group=self.group * k)
 
 
@@ -94,12 +95,12 @@ class DecodingState:
     caches: Optional[list[KVCache]]  # one per decoder layer; None: recompute the prefix each step
     layers: Optional[list[DecoderParts]] = None  # with the caches: each decoder layer's parts, bound once
 
-    def select(self, index: Tensor) -> "DecodingState":
+    def select(self, index: Tensor) -> DecodingState:
         """Keep hypotheses `index` (N',): reorder, drop or repeat rows. The one place that knows the layout."""
         caches = None if self.caches is None else [c.select(index) for c in self.caches]
         return DecodingState(self.prefix.index_select(0, index), self.source.select(index), caches, self.layers)
 
-    def expand(self, k: int) -> "DecodingState":
+    def expand(self, k: int) -> DecodingState:
         """Each hypothesis becomes k consecutive ones (beam search after its first step); the source is
         shared, not copied."""
         if k == 1:
@@ -229,7 +230,7 @@ class Transformer(nn.Module):
 
     # -- incremental decoding -----------------------------------------------------------------
 
-    def start_decoding(self, src: Tensor, use_cache: bool = True) -> "DecodingState":
+    def start_decoding(self, src: Tensor, use_cache: bool = True) -> DecodingState:
         """Encode `src` (B, S): the state of `step` before any token, one row per sentence.
 
         The cross-attention keys/values of every layer are computed here, once. Without the cache
@@ -242,7 +243,7 @@ class Transformer(nn.Module):
         source = SourceMemory.of(src_mask, self.memory_kv(memory))
         return DecodingState(src.new_zeros(src.size(0), 0), source, caches, layers)
 
-    def step(self, tokens: Tensor, state: "DecodingState") -> Tensor:
+    def step(self, tokens: Tensor, state: DecodingState) -> Tensor:
         """Feed the newest token of each hypothesis, tokens (N,): log-probabilities (N, V).
 
         Advances `state` in place: its prefix, and each layer's cache as soon as the layer has run, so

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator, Callable, Optional
+from collections.abc import AsyncIterator
+from typing import Any, Callable, Optional
 
 from nmt.config import ServeConfig
 from nmt.inference.engines import Engine as TranslationEngine

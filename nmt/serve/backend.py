@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from nmt.config import SearchConfig, ServeConfig
+from nmt.config.flags import as_flags
+from nmt.core.errors import ref
 from nmt.serve.backend import TranslateFn
 from nmt.serve.http_errors import Overloaded, TooLarge
 
@@ -52,10 +55,8 @@ class PendingRequest:
             else:
                 self.future.set_result(result)
 
-        try:
+        with contextlib.suppress(RuntimeError):  # the event loop is closed: the server has stopped, nobody waits
             self.loop.call_soon_threadsafe(settle)
-        except RuntimeError:  # the event loop is closed: the server has stopped, nobody waits
-            pass
 
 
 class Batcher:
@@ -65,7 +66,7 @@ class Batcher:
                  on_batch: Callable[[int, float], None] = lambda n, s: None):
         self.translate, self.cfg, self.on_batch = translate, cfg, on_batch
         if cfg.max_wait_ms is None:  # its default is the engine's: the caller knows the engine, not the batcher
-            raise ValueError("Batcher needs --max-wait-ms resolved: give it cfg.for_engine(engine.name)")
+            raise ValueError(f"Batcher needs {ref('max_wait_ms')} resolved: give it cfg.for_engine(engine.name)")
         self.max_wait = cfg.max_wait_ms / 1000
         self.queue: collections.deque[PendingRequest] = collections.deque()
         self.queued_lines = 0
@@ -82,15 +83,16 @@ class Batcher:
         """Queue `lines` (called on the event loop): TooLarge if they could never fit the queue, Overloaded
         when it cannot take them now."""
         if len(lines) > self.cfg.max_queue:
-            raise TooLarge(f"{len(lines)} lines in one request; the queue holds at most {self.cfg.max_queue} "
-                           "(--max-queue): send fewer lines per request")
+            raise TooLarge(as_flags(f"{len(lines)} lines in one request; the queue holds at most {self.cfg.max_queue} "
+                                    f"({ref('max_queue')}): send fewer lines per request"))
         loop = asyncio.get_running_loop()
         pending = PendingRequest(lines, search, loop.create_future(), loop)
         with self.cond:
             if self.stopping:
                 raise Overloaded("the server is shutting down")
             if self.queued_lines + len(lines) > self.cfg.max_queue:
-                raise Overloaded(f"{self.queued_lines} lines are waiting (--max-queue {self.cfg.max_queue})")
+                raise Overloaded(as_flags(f"{self.queued_lines} lines are waiting "
+                                          f"({ref('max_queue')} {self.cfg.max_queue})"))
             self.queue.append(pending)
             self.queued_lines += len(lines)
             self.cond.notify()

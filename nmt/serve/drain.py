@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 import uvicorn
 
+from nmt.core.errors import ref
 from nmt.serve.middleware import Gate
 
 BACKSTOP = 5  # seconds uvicorn still waits for the tasks of the connections cut (they end within ~0.1 s)
@@ -38,7 +39,7 @@ class DrainingServer(uvicorn.Server):
         deadline = loop.time() + self.drain_timeout
         if self.server_state.tasks:
             self.log(f"stopping: {len(self.server_state.tasks)} request(s) in flight, waiting up to "
-                     f"{self.drain_timeout:g}s (--drain-timeout)")
+                     f"{self.drain_timeout:g}s ({ref('drain_timeout')})")
         # Connections, not only tasks: an answer written to a client that does not read it waits in our buffer.
         while (self.server_state.tasks or self.server_state.connections) and loop.time() < deadline \
                 and not self.force_exit:
@@ -51,7 +52,7 @@ class DrainingServer(uvicorn.Server):
             if transport is not None:
                 transport.abort()
         if stalled:
-            self.log(f"stopping: cut {len(stalled)} connection(s) still open after --drain-timeout "
+            self.log(f"stopping: cut {len(stalled)} connection(s) still open after {ref('drain_timeout')} "
                      f"{self.drain_timeout:g}s")
         self.config.timeout_graceful_shutdown = BACKSTOP
         await super().shutdown(sockets)

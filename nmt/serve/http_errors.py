@@ -2,6 +2,11 @@
 
 The exceptions are plain Python (the batcher raises two of them without the web stack); the handlers
 import the web stack when they are installed or called.
+
+A message is the answer's text as the client reads it. One that names a setting of the server (`max_lines`,
+written by nmt.core.errors.ref) is rendered when raised with nmt.config.flags.as_flags, as the options the
+server was started with (--max-lines); one about a request's own fields (beam, nbest) with `as_fields`, as
+the request names them. Text a client sent is never rendered.
 """
 
 from __future__ import annotations

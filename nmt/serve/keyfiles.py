@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nmt.config import ServeConfig
 from nmt.core.compression import codec_of_name, read_small_text
-from nmt.core.errors import ConfigError
+from nmt.core.errors import ConfigError, ref
 from nmt.core.files import check_output_file
 
 
@@ -16,16 +16,17 @@ def check_files(cfg: ServeConfig) -> None:
     if cfg.api_keys is not None:
         read_api_keys(cfg.api_keys)
     if cfg.access_log is not None and str(cfg.access_log) != "-":
-        if codec_of_name(str(cfg.access_log), "--access-log") is not None:  # (other suffixes: its own error)
-            raise ConfigError(f"--access-log {cfg.access_log}: the log is appended to line by line, as plain text; "
-                              "name it without the compression suffix (compress it when it is rotated)")
-        check_output_file(cfg.access_log, "--access-log")
+        if codec_of_name(str(cfg.access_log), ref("access_log")) is not None:  # (other suffixes: its own error)
+            raise ConfigError(f"{ref('access_log')} {cfg.access_log}: the log is appended to line by line, as plain "
+                              "text; name it without the compression suffix (compress it when it is rotated)")
+        check_output_file(cfg.access_log, ref("access_log"))
 
 
 def read_api_keys(path: Path) -> frozenset[str]:
     """The keys of an --api-keys file: one per line; blank lines and lines starting with # are skipped."""
-    text = read_small_text(path, f"--api-keys {path}", "write one key per line")
+    text = read_small_text(path, f"{ref('api_keys')} {path}", "write one key per line")
     keys = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
     if not keys:
-        raise ConfigError(f"--api-keys {path}: holds no key; write one key per line (or leave --api-keys out)")
+        raise ConfigError(f"{ref('api_keys')} {path}: holds no key; write one key per line (or leave {ref('api_keys')} "
+                          "out)")
     return keys

@@ -10,13 +10,17 @@ disconnect message, and Starlette's own body limit answers in plain text and kee
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Collection, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.exceptions import HTTPException
 
+from nmt.config.flags import as_flags
+from nmt.core.errors import ref
 from nmt.serve.http_errors import ClientGone, RequestError, TooLarge, error_response
 from nmt.serve.service import LINES_KEY
 
@@ -116,8 +120,8 @@ class Gate:
                 try:
                     message = await asyncio.wait_for(receive(), self.body_timeout)
                 except asyncio.TimeoutError:
-                    raise BodyProblem(408, f"the body did not arrive within {self.body_timeout:g}s (--timeout)") \
-                        from None
+                    raise BodyProblem(408, as_flags(f"the body did not arrive within {self.body_timeout:g}s "
+                                                      f"({ref('timeout')})")) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.body_limit:
@@ -164,8 +168,8 @@ class Gate:
 
     def _too_large(self, size: int, streamed: bool = False) -> str:
         what = f"more than {self.body_limit:,} bytes arrived" if streamed else f"the body has {size:,} bytes"
-        return (f"{what}; at most {self.body_limit:,} (--max-body-bytes, by default room for --max-lines lines "
-                "of --max-chars characters)")
+        return as_flags(f"{what}; at most {self.body_limit:,} ({ref('max_body_bytes')}, by default room for "
+                        f"{ref('max_lines')} lines of {ref('max_chars')} characters)")
 
 
 class BodyProblem(HTTPException):
@@ -178,10 +182,8 @@ def body_headers(scope: Scope) -> tuple[Optional[int], bool]:
     length, chunked = None, False
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
-            try:
+            with contextlib.suppress(ValueError):
                 length = int(value)
-            except ValueError:
-                pass
         elif name == b"transfer-encoding":
             chunked = b"chunked" in value.lower()
     return length, chunked

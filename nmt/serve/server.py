@@ -7,11 +7,12 @@ import contextlib
 import signal
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Callable, Iterator, Optional, TextIO
+from typing import Callable, Optional, TextIO
 
 from nmt.config import ServeConfig
-from nmt.core.errors import ConfigError, OutputError, os_error_message
+from nmt.core.errors import ConfigError, OutputError, os_error_message, ref
 from nmt.inference.engines import Engine as TranslationEngine
 from nmt.serve.backend import ModelInfo
 
@@ -36,7 +37,7 @@ def require_web_stack() -> None:
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: one the system picks), taken before the model loads so that a busy
     port or an unknown host is a one-line error at once rather than after the start-up."""
-    where = f"--host {host} --port {port}"
+    where = f"{ref('host')} {host} {ref('port')} {port}"
     try:
         family, kind, proto, _, address_ = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                               flags=socket.AI_PASSIVE)[0]
@@ -49,7 +50,7 @@ def listen(host: str, port: int) -> socket.socket:
         sock.listen(2048)  # connections wait in the backlog from now on, even before the server accepts them
     except OSError as e:
         sock.close()
-        raise ConfigError(f"{where}: cannot listen there ({e.strerror or e}); choose another --port, "
+        raise ConfigError(f"{where}: cannot listen there ({e.strerror or e}); choose another {ref('port')}, "
                           "or stop the process that uses it") from None
     return sock
 
@@ -70,15 +71,14 @@ def access_log(path: Optional[Path]) -> Iterator[Optional[Callable[[str], None]]
         yield lambda line: print(line, file=sys.stderr, flush=True)
         return
     try:
-        f: TextIO = open(path, "a", encoding="utf-8", buffering=1)  # line-buffered: `tail -f` sees each request
+        # line-buffered: `tail -f` sees each request; opened here so that an error names the option (closed below)
+        f: TextIO = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
     except OSError as e:
-        raise OutputError(f"--access-log {os_error_message(e, path, 'cannot open')}") from None
+        raise OutputError(f"{ref('access_log')} {os_error_message(e, path, 'cannot open')}") from None
     with f:
         def write(line: str) -> None:
-            try:
+            with contextlib.suppress(OSError):  # a full disk must not take the server down; the metrics still count
                 f.write(line + "\n")
-            except OSError:  # a full disk must not take the server down; the metrics still count
-                pass
 
         yield write
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from nmt.config import SearchConfig, ServeConfig, check_field
-from nmt.core.errors import ConfigError
+from nmt.config.flags import as_fields, as_flags
+from nmt.core.errors import ConfigError, ref
 from nmt.inference.translator import Translation
 from nmt.serve.backend import ModelInfo
 from nmt.serve.batcher import Batcher
@@ -52,10 +53,12 @@ class Service:
         if not lines:
             raise RequestError("no text to translate: give a string or a non-empty list of strings", 400)
         if len(lines) > self.cfg.max_lines:
-            raise TooLarge(f"{len(lines)} lines in one request; at most {self.cfg.max_lines} (--max-lines)")
+            raise TooLarge(as_flags(f"{len(lines)} lines in one request; at most {self.cfg.max_lines} "
+                                    f"({ref('max_lines')})"))
         for i, line in enumerate(lines):
             if len(line) > self.cfg.max_chars:
-                raise TooLarge(f"line {i} has {len(line)} characters; at most {self.cfg.max_chars} (--max-chars)")
+                raise TooLarge(as_flags(f"line {i} has {len(line)} characters; at most {self.cfg.max_chars} "
+                                        f"({ref('max_chars')})"))
             if not line.isascii():
                 try:
                     line.encode("utf-8")
@@ -76,7 +79,7 @@ class Service:
                 search = dataclasses.replace(search, beam=search.nbest)  # n-best needs a beam that wide
             return search.validate()
         except ConfigError as e:
-            raise RequestError(str(e).replace("--", ""), 422) from None
+            raise RequestError(as_fields(str(e)), 422) from None  # the request's own fields, as it names them
 
     async def translate(self, request: Any, lines: list[str], search: SearchConfig) -> list[Translation]:
         """The translations of `lines`, in order, from the batcher. A request whose client leaves, or that
@@ -94,7 +97,8 @@ class Service:
         self.batcher.withdraw(pending)
         if gone.done() and not gone.cancelled():
             raise ClientGone("client closed the request")
-        raise RequestError(f"not translated within {self.cfg.timeout:g}s (--timeout); retry later", 504)
+        raise RequestError(as_flags(f"not translated within {self.cfg.timeout:g}s ({ref('timeout')}); retry later"),
+                           504)
 
 
 async def disconnected(receive: Any) -> None:

@@ -22,8 +22,9 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Optional, Sequence, Union, cast
+from typing import Any, ClassVar, Optional, Union, cast
 
 import numpy as np
 import youtokentome as yttm
@@ -113,7 +114,7 @@ class BpeTokenizer:
             )
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "BpeTokenizer":
+    def from_file(cls, path: str | Path) -> BpeTokenizer:
         """Load a model file; InputError when it is missing, unreadable, corrupt or foreign."""
         path = Path(path)
         try:
@@ -125,12 +126,12 @@ class BpeTokenizer:
         return cls(data, str(path))
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str = "embedded BPE model") -> "BpeTokenizer":
+    def from_bytes(cls, data: bytes, name: str = "embedded BPE model") -> BpeTokenizer:
         """Load a model from its bytes (checkpoints embed them)."""
         return cls(data, name)
 
     @classmethod
-    def from_data(cls, data: dict[str, Any], name: str) -> "BpeTokenizer":
+    def from_data(cls, data: dict[str, Any], name: str) -> BpeTokenizer:
         """From the `nmt.text.tokenizer` data form (checked there): its one joint model."""
         return cls(data["source"], name)
 
@@ -141,7 +142,7 @@ class BpeTokenizer:
 
     @classmethod
     def train(cls, inputs: list[Path], out: Path, vocab_size: int, model_type: Optional[str], sample: Optional[int],
-              seed: int, threads: int, progress: ProgressFn) -> "BpeTokenizer":
+              seed: int, threads: int, progress: ProgressFn) -> BpeTokenizer:
         """`train_bpe` (`model_type` is None: youtokentome learns BPE only, and `train_tokenizer` refuses another)."""
         return train_bpe(inputs, out, vocab_size, sample, seed, threads, progress=progress)
 
@@ -245,10 +246,8 @@ def _flush_c_stdio() -> None:
 @contextlib.contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
     """Send fd 1 to fd 2 for the duration: yttm's trainer chats on stdout, which carries results."""
-    try:
+    with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.flush()
-    except (AttributeError, ValueError):
-        pass
     _flush_c_stdio()
     try:
         saved = os.dup(1)
@@ -319,7 +318,7 @@ def train_bpe(
     check_train_args(vocab_size, sample, coverage, seed)
     paths, lines = training_text(inputs, sample, seed, progress)
     out = Path(out)
-    check_output_file(out, "--out")  # before the training, not after it
+    check_output_file(out, "`out`")  # before the training, not after it
     out.parent.mkdir(parents=True, exist_ok=True)
     names = ", ".join(str(p) for p in paths)
 
@@ -347,12 +346,12 @@ def train_bpe(
                 )
         except ValueError as e:  # yttm reports bad arguments (e.g. vocab too small) this way
             why = " ".join(str(e).split())
-            fix = "; adjust --vocab-size" if "vocab" in why.lower() else ""
+            fix = "; adjust `vocab_size`" if "vocab" in why.lower() else ""
             raise InputError(f"BPE training on {names} failed: {why}{fix}") from None
         except (MemoryError, OverflowError) as e:
             raise InputError(
-                f"BPE training on {names} failed ({type(e).__name__}); try a smaller --vocab-size "
-                "or --sample"
+                f"BPE training on {names} failed ({type(e).__name__}); try a smaller `vocab_size` "
+                "or `sample`"
             ) from None
         data = model_path.read_bytes()
 

@@ -6,8 +6,8 @@ checks of the options the learners share (`nmt bpe --vocab-size`, `--sample`, `-
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -28,12 +28,12 @@ def check_train_args(vocab_size: int, sample: int | None, coverage: float, seed:
     """InputError/ConfigError naming the option unless every value is in range."""
     if not MIN_VOCAB_SIZE <= vocab_size <= MAX_VOCAB_SIZE:
         raise InputError(
-            f"--vocab-size {vocab_size} is out of range; use {MIN_VOCAB_SIZE}..{MAX_VOCAB_SIZE} "
+            f"`vocab_size` {vocab_size} is out of range; use {MIN_VOCAB_SIZE}..{MAX_VOCAB_SIZE} "
             "(37000 is the paper's joint English-German vocabulary)"
         )
     if sample is not None and not 1 <= sample <= INT_MAX:
-        raise InputError(f"--sample {sample} must be a positive number of lines (or omitted)")
-    check_range("--seed", seed, 0, INT_MAX)  # numpy's generators refuse negative seeds
+        raise InputError(f"`sample` {sample} must be a positive number of lines (or omitted)")
+    check_range("`seed`", seed, 0, INT_MAX)  # numpy's generators refuse negative seeds
     if not 0.0 < coverage <= 1.0:
         raise InputError(f"--coverage {coverage} must be in (0, 1]")
 
@@ -91,9 +91,9 @@ def reservoir_sample(lines: Iterable[str], n: int, seed: int) -> list[str]:
 
 def save_trained(out: Path, data: bytes, got: int, wanted: int, kind: str, progress: ProgressFn) -> None:
     """Write a trained subword model to `out` (atomically), with a warning where the data allowed fewer
-    pieces (`got`) than --vocab-size asked (`wanted`): the smaller model is still usable."""
+    pieces (`got`) than `vocab_size` asked (`wanted`): the smaller model is still usable."""
     if got < wanted:
-        progress(Progress(task="bpe", message=f"the data allows only {got} {kind} tokens, fewer than --vocab-size "
-                                              f"{wanted}; pass a smaller --vocab-size to silence this"))
+        progress(Progress(task="bpe", message=f"the data allows only {got} {kind} tokens, fewer than `vocab_size` "
+                                              f"{wanted}; pass a smaller `vocab_size` to silence this"))
     with atomic_write(out) as f:
         f.write(data)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

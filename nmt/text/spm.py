@@ -19,8 +19,9 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Optional, Sequence, Union, cast
+from typing import Any, ClassVar, Optional, Union, cast
 
 import numpy as np
 import sentencepiece as spm
@@ -103,7 +104,7 @@ class SentencePieceTokenizer:
             self._index = {p: i for i, p in enumerate(pieces)}
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "SentencePieceTokenizer":
+    def from_file(cls, path: str | Path) -> SentencePieceTokenizer:
         """Load a joint model file; InputError when it is missing, unreadable, corrupt or foreign."""
         path = Path(path)
         try:
@@ -116,7 +117,7 @@ class SentencePieceTokenizer:
         return cls(data, name=str(path))
 
     @classmethod
-    def from_data(cls, data: dict[str, Any], name: str) -> "SentencePieceTokenizer":
+    def from_data(cls, data: dict[str, Any], name: str) -> SentencePieceTokenizer:
         """From the `nmt.text.tokenizer` data form (checked there): one model or two, and a table of pieces."""
         return cls(data["source"], data.get("target"), data.get("pieces"), name)
 
@@ -128,7 +129,7 @@ class SentencePieceTokenizer:
 
     @classmethod
     def train(cls, inputs: list[Path], out: Path, vocab_size: int, model_type: Optional[str], sample: Optional[int],
-              seed: int, threads: int, progress: ProgressFn) -> "SentencePieceTokenizer":
+              seed: int, threads: int, progress: ProgressFn) -> SentencePieceTokenizer:
         """`train_sentencepiece`, of `model_type` (None: unigram, the first of MODEL_TYPES)."""
         return train_sentencepiece(inputs, out, vocab_size, model_type or MODEL_TYPES[0], sample, seed, threads,
                                    progress=progress)
@@ -289,7 +290,7 @@ class _Sampler:
             raise InputError(f"{name}: the SentencePiece model's pieces could not be read for sampling; the model "
                              "is damaged: train it again with `nmt bpe --kind sentencepiece`")
         if model_type not in (_UNIGRAM, _BPE):
-            raise InputError(f"{name}: --bpe-dropout needs a unigram or BPE SentencePiece model (this one is a "
+            raise InputError(f"{name}: `bpe_dropout` needs a unigram or BPE SentencePiece model (this one is a "
                              "word or character model); train one with `nmt bpe --kind sentencepiece`")
         pieces = model.id_to_piece(list(range(self.size)))
         scores = [model.get_score(i) for i in range(self.size)]
@@ -378,7 +379,7 @@ class _Feed:
         self.count = 0
         self.error: Optional[BaseException] = None
 
-    def __iter__(self) -> "_Feed":
+    def __iter__(self) -> _Feed:
         return self
 
     def __next__(self) -> str:
@@ -413,10 +414,10 @@ def train_sentencepiece(
     """
     check_train_args(vocab_size, sample, coverage, seed)
     if model_type not in MODEL_TYPES:
-        raise InputError(f"--model-type {model_type!r} is not a SentencePiece model type; use unigram or bpe")
+        raise InputError(f"`model_type` {model_type!r} is not a SentencePiece model type; use unigram or bpe")
     paths, lines = training_text(inputs, sample, seed, progress)
     out = Path(out)
-    check_output_file(out, "--out")  # before the training, not after it
+    check_output_file(out, "`out`")  # before the training, not after it
     out.parent.mkdir(parents=True, exist_ok=True)
     names = ", ".join(str(p) for p in paths)
 
@@ -436,7 +437,7 @@ def train_sentencepiece(
         if feed.count == 0:
             raise InputError(f"{names}: no text to learn subwords from (empty input); check the files") from None
         why = _error_text(e)
-        fix = "; adjust --vocab-size" if "vocab" in why.lower() else ""
+        fix = "; adjust `vocab_size`" if "vocab" in why.lower() else ""
         raise InputError(f"SentencePiece training on {names} failed: {why}{fix}") from None
     del lines, feed  # the sample, if any
     data = buffer.getvalue()

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Optional, Protocol, Union, runtime_checkable
 
 from nmt.core.errors import ConfigError, InputError
 from nmt.core.files import atomic_write
@@ -145,10 +146,10 @@ def train_tokenizer(kind: str, inputs: list[Path], out: Path, vocab_size: int = 
     e.g. SentencePiece's unigram or bpe) and write it to `out`; see the kind's `train`."""
     cls = TOKENIZER_KINDS.get(kind)
     if cls is None:
-        raise ConfigError(f"--kind {kind!r}: use {' or '.join(TOKENIZER_KINDS)}")
+        raise ConfigError(f"`kind` {kind!r}: use {' or '.join(TOKENIZER_KINDS)}")
     if model_type is not None and not cls.model_types:
         typed = " or ".join(k for k, c in TOKENIZER_KINDS.items() if c.model_types)
-        raise ConfigError(f"--model-type goes with --kind {typed} ({kind} learns {cls.display_name}); drop it")
+        raise ConfigError(f"`model_type` goes with `kind` {typed} ({kind} learns {cls.display_name}); drop it")
     return cls.train(inputs, out, vocab_size, model_type, sample, seed, threads, progress)
 
 

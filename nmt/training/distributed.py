@@ -20,14 +20,15 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any, Callable, Iterator, Optional, TypeVar, cast
+from collections.abc import Iterator
+from typing import Any, Callable, Optional, TypeVar, cast
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from nmt.config import MAX_THREADS
-from nmt.core.errors import ConfigError, NmtError, TrainingDiverged, TrainingInterrupted
+from nmt.core.errors import ConfigError, NmtError, TrainingDiverged, TrainingInterrupted, ref
 from nmt.core.progress import ProgressFn, ignore
 
 T = TypeVar("T")
@@ -146,20 +147,22 @@ class StopSignal:
 def workers(gpus: int, nproc: int) -> tuple[int, bool]:
     """Processes to start on this machine, and whether they use CUDA."""
     if nproc < 1:
-        raise ConfigError(f"--nproc must be at least 1, got {nproc}")
+        raise ConfigError(f"{ref('nproc')} must be at least 1, got {nproc}")
     if nproc > MAX_THREADS:  # a process per core at most, on any machine there is
-        raise ConfigError(f"--nproc must be at most {MAX_THREADS}, got {nproc}")
+        raise ConfigError(f"{ref('nproc')} must be at most {MAX_THREADS}, got {nproc}")
     if gpus < 0:
-        raise ConfigError(f"--gpus must not be negative, got {gpus}")
+        raise ConfigError(f"{ref('gpus')} must not be negative, got {gpus}")
     if gpus == 0:
         return nproc, False
     if nproc > 1:
-        raise ConfigError(f"--nproc {nproc} starts CPU workers; --gpus {gpus} already starts one process per GPU; "
-                          "drop --nproc")
+        raise ConfigError(f"{ref('nproc')} {nproc} starts CPU workers; {ref('gpus')} {gpus} already starts one "
+                          f"process per GPU; drop {ref('nproc')}")
     if not torch.cuda.is_available():
-        raise ConfigError(f"--gpus {gpus}: no CUDA device is available; use --gpus 0 (CPU; --nproc N for N workers)")
+        raise ConfigError(f"{ref('gpus')} {gpus}: no CUDA device is available; use {ref('gpus')} 0 (CPU; "
+                          f"{ref('nproc')} N for N workers)")
     if gpus > torch.cuda.device_count():
-        raise ConfigError(f"--gpus {gpus}: only {torch.cuda.device_count()} CUDA devices are visible; use --gpus "
+        raise ConfigError(f"{ref('gpus')} {gpus}: only {torch.cuda.device_count()} CUDA devices are visible; use "
+                          f"{ref('gpus')} "
                           f"{torch.cuda.device_count()} or fewer")
     return gpus, True
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 from nmt.config import ModelConfig, Overrides, TrainConfig, from_preset, overrides, to_dict
-from nmt.core.errors import ConfigError, TrainingInterrupted
+from nmt.core.errors import ConfigError, TrainingInterrupted, ref
 from nmt.core.files import LOCK_NAME, folder_lock, remove_stale_temporaries, same_file
 from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn, ignore
@@ -48,7 +49,7 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     init_from = train_given.get("init_from")
     if resume is None and init_from:
         model_cfg, train_cfg = plan_fine_tuning(data_dir, identity, preset, model_given, train_given)
-        check_positions(data_dir, model_cfg, f"--init-from {init_from}: its max_positions")
+        check_positions(data_dir, model_cfg, f"{ref('init_from')} {init_from}: its max_positions")
         return model_cfg, train_cfg, None
     if resume is None:
         model_cfg, train_cfg = from_preset(preset or "base", model_given, train_given)
@@ -59,12 +60,12 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
     stored_init = ckpt.train_config.init_from
     if init_from and not (stored_init and (stored_init == init_from or same_file(stored_init, init_from))):
         started = f", started from {stored_init}" if stored_init else ""
-        raise ConfigError(f"--init-from {init_from}: {out_dir} holds another run (newest checkpoint {resume.name}"
-                          f"{started}), which this command would resume, not start from {init_from}; choose a new "
-                          "--out to fine-tune, or drop --init-from to resume that run")
+        raise ConfigError(f"{ref('init_from')} {init_from}: {out_dir} holds another run (newest checkpoint "
+                          f"{resume.name}{started}), which this command would resume, not start from {init_from}; "
+                          f"choose a new {ref('out')} to fine-tune, or drop {ref('init_from')} to resume that run")
     if ckpt.data != identity:
         raise ConfigError(f"{out_dir} holds a run on other data ({ckpt.data.direction}, tokenizer "
-                          f"{ckpt.data.tokenizer_sha256[:12]}); use a new --out or the same --data")
+                          f"{ckpt.data.tokenizer_sha256[:12]}); use a new {ref('out')} or the same {ref('data')}")
     stored_model, stored_train = ckpt.model_config, ckpt.train_config
     if preset is not None:
         model_cfg, train_cfg = from_preset(preset, model_given, train_given)
@@ -74,7 +75,7 @@ def plan(data_dir: Path, out_dir: Path, preset: Optional[str], model: ModelOverr
               for k in to_dict(stored_model) if getattr(stored_model, k) != getattr(model_cfg, k)]
     if differ:
         raise ConfigError(f"{out_dir} holds a run with another model ({'; '.join(differ)}); "
-                          "use a new --out, or drop the options that change the model")
+                          f"use a new {ref('out')}, or drop the options that change the model")
     check_positions(data_dir, model_cfg, f"{resume}: the run's max_positions")
     return model_cfg, train_cfg, resume
 
@@ -86,7 +87,7 @@ def check_positions(data_dir: Path, model_cfg: ModelConfig, source: str) -> None
     if longest + 1 > model_cfg.max_positions:
         raise ConfigError(f"{data_dir}: its longest training sentence has {longest} BPE tokens, but {source} "
                           f"{model_cfg.max_positions} takes {model_cfg.max_positions - 1} (+ EOS); raise "
-                          f"max_positions to at least {longest + 1}, or prepare the data again with --max-len "
+                          f"max_positions to at least {longest + 1}, or prepare the data again with {ref('max_len')} "
                           f"{model_cfg.max_positions - 1}")
 
 
@@ -102,8 +103,8 @@ def plan_fine_tuning(data_dir: Path, identity: DataIdentity, preset: Optional[st
     init = Path(train.get("init_from"))
     ckpt = checkpoint.load(init)
     if ckpt.languages != (identity.src, identity.tgt):
-        raise ConfigError(f"--init-from {init} translates {ckpt.data.src} -> {ckpt.data.tgt}, but {data_dir} holds "
-                          f"{identity.src} -> {identity.tgt} data; fine-tune a model of the data's direction")
+        raise ConfigError(f"{ref('init_from')} {init} translates {ckpt.data.src} -> {ckpt.data.tgt}, but {data_dir} "
+                          f"holds {identity.src} -> {identity.tgt} data; fine-tune a model of the data's direction")
     if (ckpt.data.tokenizer, ckpt.data.tokenizer_sha256) != (identity.tokenizer, identity.tokenizer_sha256):
         raise ConfigError(f"{data_dir} and {init} use different tokenizers (vocabularies); encode the "
                           f"new data with the checkpoint's: nmt prepare --bpe {init} ...")
@@ -111,7 +112,7 @@ def plan_fine_tuning(data_dir: Path, identity: DataIdentity, preset: Optional[st
     differ = [f"{k} {getattr(stored, k)} -> {v}" for k, v in model.values.items()
               if k not in FINE_TUNING_MODEL_FIELDS and getattr(stored, k) != v]
     if differ:
-        raise ConfigError(f"--init-from {init}: the options change its architecture ({'; '.join(differ)}); "
+        raise ConfigError(f"{ref('init_from')} {init}: the options change its architecture ({'; '.join(differ)}); "
                           "drop them (only the dropouts can change when fine-tuning)")
     base = from_preset(preset)[1] if preset else ckpt.train_config
     return model.only(*FINE_TUNING_MODEL_FIELDS).apply(stored), train.apply(base)
@@ -133,7 +134,7 @@ class TrainJob:
     threads: int = 0
     world: int = 1
 
-    def planned(self, progress: ProgressFn = ignore) -> "TrainJob":
+    def planned(self, progress: ProgressFn = ignore) -> TrainJob:
         model_cfg, train_cfg, resume = plan(self.data_dir, self.out_dir, self.preset, self.model_overrides,
                                             self.train_overrides, progress)
         return replace(self, model_cfg=model_cfg, train_cfg=train_cfg, resume=resume)
@@ -167,9 +168,9 @@ def start_rank(job: TrainJob, comm: Comm, progress: ProgressFn, stop: StopSignal
 def check_resumable_here(path: Path, rank: int) -> None:
     """Rank 0 chose `path` in its --out; every other rank (on other machines too) reads the same path."""
     if rank > 0 and not path.is_file():
-        raise ConfigError(f"{path}: rank 0 resumes from this checkpoint, which this machine does not have; --out "
-                          "must be one folder that every machine sees at the same path (a shared filesystem), or "
-                          "copy the checkpoint to the same path on every machine")
+        raise ConfigError(f"{path}: rank 0 resumes from this checkpoint, which this machine does not have; "
+                          f"{ref('out')} must be one folder that every machine sees at the same path (a shared "
+                          "filesystem), or copy the checkpoint to the same path on every machine")
 
 
 def train(data_dir: Path, out_dir: Path, preset: Optional[str] = None, model_overrides: ModelOverrides = None,
@@ -187,8 +188,8 @@ def train(data_dir: Path, out_dir: Path, preset: Optional[str] = None, model_ove
     if env is not None:
         rank, world, local_rank = env
         if nproc > 1:
-            raise ConfigError(f"--nproc {nproc}: torchrun already started the processes; drop --nproc "
-                              "(use torchrun --nproc-per-node)")
+            raise ConfigError(f"{ref('nproc')} {nproc}: torchrun already started the processes; drop "
+                              f"{ref('nproc')} (use torchrun --nproc-per-node)")
         job = replace(job, use_cuda=workers(min(gpus, 1), 1)[1], world=world)
         with run_folder(job.out_dir, progress) if rank == 0 else contextlib.nullcontext():
             return run_rank(rank, "env://", progress if rank == 0 else ignore, StopSignal(escalate=world == 1), job,

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig
-from nmt.core.errors import ConfigError
+from nmt.core.errors import ConfigError, ref
 from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn
 from nmt.model import checkpoint
@@ -120,7 +120,7 @@ class RunCheckpoints:
         if not self.cfg.reset_optimizer:
             if ckpt.resumable is None:
                 raise ConfigError(f"{path}: an inference-only checkpoint (averaged?) has no optimizer state to keep; "
-                                  "drop --no-reset-optimizer, or start from a step checkpoint")
+                                  f"drop {ref('reset_optimizer', off=True)}, or start from a step checkpoint")
             checkpoint.load_optimizer(self.optimizer, ckpt.resumable.optimizer, path)
             taken.append("optimizer state")
         if not self.cfg.reset_lr_scheduler:

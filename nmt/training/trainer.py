@@ -26,7 +26,7 @@ from torch import Tensor
 from nmt.compute.device import autocast, make_scaler, precision_warning, resolve_precision
 from nmt.compute.timing import training_timing
 from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, to_toml
-from nmt.core.errors import DataError, TrainingDiverged, TrainingInterrupted
+from nmt.core.errors import DataError, TrainingDiverged, TrainingInterrupted, ref
 from nmt.core.files import atomic_write
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.data.batches import collate, group_updates, make_batches, shard
@@ -219,8 +219,8 @@ class Trainer(RunCheckpoints):
                     else "no checkpoint was written yet; start again")
             raise TrainingDiverged(
                 f"update {self.state.updates + 1}: the loss was NaN/inf in {self.session.bad_updates} updates in a row "
-                f"(--max-bad-updates {self.cfg.max_bad_updates}), training stopped; {last} with a lower "
-                "--lr-factor, a --clip-norm, or --precision fp32")
+                f"({ref('max_bad_updates')} {self.cfg.max_bad_updates}), training stopped; {last} with a lower "
+                f"{ref('lr_factor')}, a {ref('clip_norm')}, or {ref('precision')} fp32")
         return UpdateStats(*per_token, tokens, math.nan, applied=False)
 
     def out_of_time(self, elapsed: float) -> bool:
@@ -385,4 +385,5 @@ class Trainer(RunCheckpoints):
             self.save(best=True)
         if self.finished() == "patience":
             self.progress(Progress("train", message=f"early stop: no BLEU improvement in {self.state.bad_validations} "
-                                   f"validations (--patience {self.cfg.patience}); best {self.state.best_bleu:.2f}"))
+                                   f"validations ({ref('patience')} {self.cfg.patience}); "
+                                   f"best {self.state.best_bleu:.2f}"))

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from nmt.config import SearchConfig
+from nmt.core.errors import ref
 from nmt.core.files import atomic_write, check_output_dir, read_lines
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.data.dataset import prepare
 from nmt.inference.evaluate import Score, score
-from nmt.inference.search import SearchConfig
 from nmt.inference.translator import Translator, translate_file
 from nmt.model import checkpoint
 from nmt.text.bpe import train_bpe
@@ -35,7 +36,7 @@ def run_demo(out: Path, max_updates: Optional[int] = None, progress: ProgressFn 
              sample_dir: Path = SAMPLE_DIR, n_samples: int = 5) -> DemoResult:
     """bpe -> prepare -> train (tiny preset) -> average -> translate (beam 4) -> eval, all under `out`."""
     start = time.monotonic()
-    check_output_dir(out, "--out")
+    check_output_dir(out, ref("out"))
     out.mkdir(parents=True, exist_ok=True)
 
     def step(message: str) -> None:

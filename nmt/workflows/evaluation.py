@@ -10,8 +10,9 @@ from typing import IO, Callable, Optional
 
 from nmt.config import InferenceConfig, Overrides, SearchConfig, flag_of
 from nmt.config.command_options import EvalOptions
+from nmt.core.compression import decompressed
 from nmt.core.errors import ConfigError, InputError
-from nmt.core.files import atomic_write, check_output_file, decompressed, read_lines, stream_lines
+from nmt.core.files import atomic_write, check_output_file, read_lines, stream_lines
 from nmt.core.progress import Progress, ProgressFn
 from nmt.inference.engines import open_engine
 from nmt.inference.evaluate import (
@@ -28,6 +29,7 @@ from nmt.workflows.paths import check_distinct
 from nmt.workflows.threads import set_threads
 
 DEFAULT_RESAMPLES = 1000  # --paired-bs-n
+MODEL, SRC = flag_of(EvalOptions, "model"), flag_of(EvalOptions, "src")  # how messages name them
 
 
 @dataclass
@@ -47,23 +49,24 @@ def check_translating(request: EvalOptions, search: Overrides[SearchConfig],
     """The inference options when eval translates --src with --model (None when it does not); what only
     translating uses, given without --model, would do nothing and is an error."""
     if not request.model:
-        unused = [f"--src {request.src}"] if request.src else []
-        unused += [f"--save-hyp {request.save_hyp}"] if request.save_hyp else []
+        unused = [f"{SRC} {request.src}"] if request.src else []
+        unused += [f"{flag_of(EvalOptions, 'save_hyp')} {request.save_hyp}"] if request.save_hyp else []
         unused += [flag_of(cls, name) for cls, given in ((SearchConfig, search), (InferenceConfig, inference))
                    for name in given.values]
         if unused:
-            raise ConfigError(f"{', '.join(unused)}: only {'applies' if len(unused) == 1 else 'apply'} with --model "
-                              f"(translating --src); add --model CHECKPOINT or drop "
+            raise ConfigError(f"{', '.join(unused)}: only {'applies' if len(unused) == 1 else 'apply'} with {MODEL} "
+                              f"(translating {SRC}); add {MODEL} CHECKPOINT or drop "
                               f"{'it' if len(unused) == 1 else 'them'}")
         return None
     if request.src is None:
-        raise InputError("--model needs --src: the source file to translate")
-    check_distinct("--model", request.model)
+        raise InputError(f"{MODEL} needs {SRC}: the source file to translate")
+    check_distinct(MODEL, request.model)
     search_cfg, options = search.apply(), inference.apply()  # contradictions now, before reading anything
     if search_cfg.nbest > 1 and not search_cfg.sampling:  # eval scores each line's best hypothesis
-        raise ConfigError(f"--nbest {search_cfg.nbest} does nothing here: eval scores the best translation of "
-                          "each line, which the n-best list does not change (with --sampling it scores the best "
-                          "of N draws); drop --nbest")
+        nbest = flag_of(SearchConfig, "nbest")
+        raise ConfigError(f"{nbest} {search_cfg.nbest} does nothing here: eval scores the best translation of "
+                          f"each line, which the n-best list does not change (with {flag_of(SearchConfig, 'sampling')} "
+                          f"it scores the best of N draws); drop {nbest}")
     return options
 
 
@@ -73,8 +76,8 @@ def read_system(name: str, stdin: Callable[[], IO[bytes]]) -> tuple[str, list[st
         return name, list(read_lines(Path(name)))
     stream = stdin()
     if stream.isatty():
-        raise InputError("no translations to score: pipe them in (... | nmt eval --ref REF), or give --hyp FILE "
-                         "or --model and --src")
+        raise InputError(f"no translations to score: pipe them in (... | nmt eval --ref REF), or give "
+                         f"{flag_of(EvalOptions, 'hyp')} FILE or {MODEL} and {SRC}")
     return "stdin", list(stream_lines(decompressed(stream, "stdin"), "stdin"))
 
 
@@ -104,7 +107,8 @@ def evaluate(request: EvalOptions, search: Overrides[SearchConfig], inference: O
     resampling); every option is checked before anything is read."""
     options = check_translating(request, search, inference)
     if request.save_hyp:
-        check_output_file(request.save_hyp, "--save-hyp", text=True)  # now, not after translating everything
+        # now, not after translating everything
+        check_output_file(request.save_hyp, flag_of(EvalOptions, "save_hyp"), text=True)
     refs = [list(read_lines(r)) for r in request.ref]
     ref_names = [str(r) for r in request.ref]
     systems = [read_system(h, stdin) for h in request.hyp or ([] if request.model else ["-"])]

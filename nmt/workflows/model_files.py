@@ -4,22 +4,22 @@ files) and `nmt import marian` (a Hugging Face Marian folder)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-from nmt.core.errors import OutputError
+from nmt.core.errors import OutputError, ref
 from nmt.core.files import check_output_file
 from nmt.importers.marian import Imported, import_marian
 from nmt.model import checkpoint
 from nmt.workflows.paths import check_distinct
 
 
-def average_into(out: Path, inputs: List[Path], last: Optional[int]) -> list[Path]:
+def average_into(out: Path, inputs: list[Path], last: Optional[int]) -> list[Path]:
     """Average the checkpoints `inputs` (or the newest `last` of a run folder) into `out`; the ones averaged."""
-    check_output_file(out, "--out")
+    check_output_file(out, ref("out"))
     check_distinct("INPUTS", inputs)
     if checkpoint.STEP_PATTERN.match(out.name) or out.name == checkpoint.BEST_NAME:
-        raise OutputError(f"--out {out}: {out.name} is a name of training's own checkpoints (resuming and --last "
-                          "would take the average for one); name it e.g. averaged.pt")
+        raise OutputError(f"{ref('out')} {out}: {out.name} is a name of training's own checkpoints (resuming and "
+                          f"{ref('last')} would take the average for one); name it e.g. averaged.pt")
     paths = checkpoint.resolve_average_inputs(inputs, last)
     checkpoint.save(out, checkpoint.average(paths))
     return paths
@@ -27,7 +27,7 @@ def average_into(out: Path, inputs: List[Path], last: Optional[int]) -> list[Pat
 
 def import_marian_into(out: Path, folder: Path, src: Optional[str], tgt: Optional[str]) -> Imported:
     """Import the Marian model of `folder` as the nmt checkpoint `out`."""
-    check_output_file(out, "--out")
+    check_output_file(out, ref("out"))
     imported = import_marian(folder, src, tgt)
     checkpoint.save(out, imported.checkpoint)
     return imported

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any, Callable, Optional
 
 from nmt.core.errors import ConfigError, NmtError
 from nmt.core.files import LOCK_NAME, resolve_prefixed, same_file
@@ -121,7 +122,7 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
 }
 
 
-def check_distinct(option: str, paths: List[Path]) -> None:
+def check_distinct(option: str, paths: list[Path]) -> None:
     """ConfigError when a file is given twice (an ensemble of a model with itself, an average of a
     checkpoint with itself: the same result as once, at twice the cost, and most likely a slip)."""
     for i, path in enumerate(paths):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from nmt.config import ConfigFile, ModelConfig, Overrides, TrainConfig, flag_of, read_config_file, to_toml
-from nmt.core.errors import ConfigError, NmtError
+from nmt.core.errors import ConfigError, NmtError, ref
 from nmt.data.dataset import load_meta
 from nmt.training.launch import plan
 from nmt.training.trainer import TrainResult
@@ -36,14 +36,15 @@ def check_train_options(data: Path, model: Overrides[ModelConfig], train: Overri
                         layers: Optional[int], print_config: bool) -> None:
     """ConfigError for options that would do nothing."""
     if layers is not None and "encoder_layers" in model and "decoder_layers" in model:
-        raise ConfigError("--layers does nothing next to --encoder-layers and --decoder-layers; drop one of them")
+        raise ConfigError(f"{ref('layers')} does nothing next to {flag_of(ModelConfig, 'encoder_layers')} and "
+                          f"{flag_of(ModelConfig, 'decoder_layers')}; drop one of them")
     # What only a validation split gives meaning to (--valid-interval and --valid-bleu-sentences also turn
     # validation down, so they pass)
     validating = [f"{flag_of(TrainConfig, k)} {train.get(k)}" for k in ("valid_beam", "patience")
                   if train.get(k, 0) > TrainConfig.__dataclass_fields__[k].default]
     if validating and not print_config and not has_split(data, "valid"):
         raise ConfigError(f"{', '.join(validating)}: {data} has no validation split, so nothing is validated; "
-                          "prepare the data with --valid PREFIX, or drop it")
+                          f"prepare the data with {ref('valid')} PREFIX, or drop it")
 
 
 def train_plan(data: Path, config: Optional[Path], preset: Optional[str], model: Overrides[ModelConfig],
@@ -68,7 +69,8 @@ def summary(result: TrainResult, out: Path) -> str:
     """One line on how a run ended."""
     if result.new_updates == 0 and result.stopped:  # a stop reason is named after its option
         return (f"nothing to train: {out} had already ended at update {result.updates} (stopped by "
-                f"{result.stopped}); raise --{result.stopped} to train on; last checkpoint {result.checkpoint}")
+                f"{result.stopped}); raise {ref(result.stopped.replace('-', '_'))} to train on; last checkpoint "
+                f"{result.checkpoint}")
     valid = f", valid loss {result.valid_loss:.3f}" if result.valid_loss is not None else ""
     valid += f", BLEU {result.valid_bleu:.2f} (best: {result.best_checkpoint})" if result.valid_bleu is not None else ""
     return (f"trained to update {result.updates} in {result.seconds:.0f}s "

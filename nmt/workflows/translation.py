@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator, List, Optional
+from typing import IO, Optional
 
 from nmt.config import InferenceConfig, Overrides
-from nmt.core.errors import ConfigError
+from nmt.core.errors import ConfigError, ref
 from nmt.core.files import check_input_file, check_output_file
 from nmt.core.progress import Progress, ProgressFn
 from nmt.inference.engines import Engine
@@ -16,19 +17,20 @@ from nmt.inference.translator import format_nbest, read_chunks
 from nmt.workflows.paths import check_distinct
 
 
-def check_translate(model: List[Path], inference: Overrides[InferenceConfig], input: Optional[Path],
+def check_translate(model: list[Path], inference: Overrides[InferenceConfig], input: Optional[Path],
                     output: Optional[Path], attention: Optional[Path], alignments: bool) -> InferenceConfig:
     """The inference options, once every file and option is checked (before the model loads)."""
-    check_distinct("--model", model)
+    check_distinct(ref("model"), model)
     if output:
-        check_output_file(output, "--output", text=True)
+        check_output_file(output, ref("output"), text=True)
     if input:
-        check_input_file(input, "--input")
+        check_input_file(input, ref("input"))
     options = inference.apply()
     if attention:
         require_matplotlib()  # fail before translating anything
     if (attention or alignments) and len(model) > 1:
-        raise ConfigError("--attention and --alignments read one model's attention; give one --model, not an ensemble")
+        raise ConfigError(f"{ref('attention')} and {ref('alignments')} read one model's attention; give one "
+                          f"{ref('model')}, not an ensemble")
     return options
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import Annotated
 
 import typer
-from typing_extensions import Annotated
 
 from nmt.cli.options import with_config_options
 from nmt.config import Overrides
@@ -17,7 +16,7 @@ EPILOG = "Example: nmt average run --last 5 --out run/averaged.pt"
 
 @with_config_options({"given": AverageOptions})
 def average_command(
-    inputs: Annotated[List[Path], typer.Argument(help="A run folder (with --last N) or checkpoint files.")],
+    inputs: Annotated[list[Path], typer.Argument(help="A run folder (with --last N) or checkpoint files.")],
     given: Overrides[AverageOptions],
 ) -> None:
     """Average the parameters of several checkpoints into one."""

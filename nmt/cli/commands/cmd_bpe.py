@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, Optional
 
 import typer
-from typing_extensions import Annotated
 
 from nmt.cli.options import with_config_options
 from nmt.config import Overrides
@@ -18,7 +17,7 @@ EPILOG = "Example: nmt bpe --train data/train.en data/train.de --vocab-size 3700
 @with_config_options({"given": BpeOptions})
 def bpe_command(
     given: Overrides[BpeOptions],
-    more: Annotated[Optional[List[Path]], typer.Argument(help="More training files.", show_default=False,
+    more: Annotated[Optional[list[Path]], typer.Argument(help="More training files.", show_default=False,
                                                          metavar="FILES")] = None,
 ) -> None:
     """Learn a joint (source + target) subword vocabulary: BPE with youtokentome, or SentencePiece."""

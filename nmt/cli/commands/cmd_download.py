@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
-from typing_extensions import Annotated
 
 from nmt.cli.options import with_config_options
 from nmt.cli.render import datasets_table
 from nmt.cli.stdio import write_stdout
 from nmt.config import Overrides
 from nmt.config.command_options import DownloadOptions
+from nmt.config.flags import as_flags
 
 EPILOG = ("Example: nmt download multi30k --out data/multi30k   or   "
           "nmt download wmt14 --pair en-fr --out data/wmt14-en-fr")
@@ -31,7 +31,8 @@ def download_command(
 
     o = given.apply()
     if o.list_:
-        write_stdout(datasets_table(dl.describe(info) for info in dl.list_datasets()))  # refuses a closed stdout
+        rows = ([as_flags(cell) for cell in dl.describe(info)] for info in dl.list_datasets())
+        write_stdout(datasets_table(rows))  # refuses a closed stdout
         groups = ", ".join(f"{family} ({', '.join(pairs)})" for family, pairs in dl.families().items())
         err.print(f"A family takes --pair (its first pair is the default): {groups}; "
                   "e.g. `nmt download wmt14 --pair en-fr` is wmt14-en-fr.")
@@ -46,7 +47,7 @@ def download_command(
     with progress_display(bytes_unit=True) as report:
         result = dl.download(spec, o.out, mirror=o.mirror, extra_tests=o.extra_tests, progress=report,
                              timeout=o.timeout)
-    err.print(dl.summary(result))
+    err.print(as_flags(dl.summary(result)))
 
 
 def verify_download(name: str, out: Path) -> None:

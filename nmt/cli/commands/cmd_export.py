@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
-from typing_extensions import Annotated
 
 from nmt.cli.options import with_config_options
 from nmt.config import Overrides
 from nmt.config.command_options import ExportOptions
+from nmt.config.flags import as_flags
 
 EPILOG = "Example: nmt export --format ctranslate2 run/averaged.pt run/ct2-model"
 
@@ -27,4 +28,4 @@ def export_command(
 
     o = given.apply()
     result = export(o.format, model, out_dir, quantization=o.quantization, force=o.force)
-    err.print(describe(result))
+    err.print(as_flags(describe(result)))

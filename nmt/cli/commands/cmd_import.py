@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
-from typing_extensions import Annotated
 
 from nmt.cli.guard import PathGuard
 from nmt.cli.options import with_config_options
 from nmt.config import Overrides
 from nmt.config.command_options import ImportMarianOptions
+from nmt.config.flags import as_flags
 
 import_app = typer.Typer(name="import", help="Import a model trained elsewhere as an nmt checkpoint: translate, "
                          "score, serve, export and fine-tune it like one of nmt's own.", no_args_is_help=True,
@@ -35,5 +36,5 @@ def import_marian_command(
     o = given.apply()
     imported = import_marian_into(o.out, folder, o.src, o.tgt)
     for note in imported.notes:
-        err.print(note)
-    err.print(describe(imported, o.out))
+        err.print(as_flags(note))
+    err.print(as_flags(describe(imported, o.out)))

@@ -6,6 +6,7 @@ from nmt.cli.options import with_config_options
 from nmt.cli.stdio import write_stdout
 from nmt.config import ModelConfig, Overrides, TrainConfig
 from nmt.config.command_options import TrainRunOptions
+from nmt.config.flags import as_flags
 
 EPILOG = ("Example: nmt train --data run/data --out run --preset base --gpus 8   "
           "(multi-node: torchrun ... -m nmt train ..., see docs/training.md)")
@@ -28,4 +29,4 @@ def train_command(run: Overrides[TrainRunOptions], model: Overrides[ModelConfig]
         result = train_run(o.data, o.out, chosen.preset, chosen.model, chosen.train, gpus=o.gpus, progress=report,
                            nproc=o.nproc, threads=o.threads)
     if result.rank == 0:  # under torchrun every process returns here; rank 0 speaks for the run
-        err.print(summary(result, o.out))
+        err.print(as_flags(summary(result, o.out)))
