@@ -6,6 +6,7 @@ import dataclasses
 import os
 import pickle
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,53 @@ def test_average_refuses_other_architecture(steps, tmp_path):
     checkpoint.save(odd, other)
     with pytest.raises(CheckpointError):
         checkpoint.average([steps[0], odd])
+
+
+def best_of(step: Path, out: Path, how: str) -> Path:
+    """checkpoint_best.pt as training writes it beside `step`: the same weights and update, saved at the
+    validation (so with its BLEU in the state: other bytes), or a byte copy."""
+    if how == "copy":
+        out.write_bytes(step.read_bytes())
+    else:
+        ckpt = checkpoint.load(step)
+        ckpt.state = dataclasses.replace(ckpt.state, valid_bleu=12.5, best_bleu=12.5)
+        checkpoint.save(out, ckpt)
+    return out
+
+
+@pytest.mark.parametrize("how", ["saved at the validation", "copy"])
+@pytest.mark.parametrize("order", ["best last", "best first"])
+def test_average_refuses_a_checkpoint_that_duplicates_another(steps, tmp_path, how, order):
+    """`nmt average RUN/*.pt` takes checkpoint_best.pt beside the step it copies: decided by the weights and
+    the update they record (not by the name), refused in one line naming both files, as a file given twice is."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for step in steps:
+        (run / step.name).write_bytes(step.read_bytes())
+    best = best_of(run / steps[1].name, run / ("checkpoint_best.pt" if order == "best last" else "a-copy.pt"), how)
+    given = sorted(run.iterdir())  # what the shell's RUN/*.pt gives
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.average(given)
+    message = str(e.value)
+    assert "\n" not in message and str(best) in message and str(run / steps[1].name) in message
+    assert "twice" in message and "update 20" in message
+
+
+def test_average_takes_checkpoints_of_one_update_with_other_weights(steps, tmp_path):
+    """The update alone is no duplicate: a checkpoint of update 20 with other weights counts as itself."""
+    other = checkpoint.load(steps[1])
+    other.weights = {k: v + 0.5 if v.is_floating_point() else v for k, v in other.weights.items()}
+    checkpoint.save(tmp_path / "other-20.pt", other)
+    avg = checkpoint.average([*steps, tmp_path / "other-20.pt"])
+    assert len(avg.averaged) == 4
+
+
+def test_average_refuses_an_average_with_its_own_checkpoints(steps, tmp_path):
+    checkpoint.save(tmp_path / "averaged.pt", checkpoint.average(steps[1:]))
+    for given in ([tmp_path / "averaged.pt", *steps], [*steps, tmp_path / "averaged.pt"]):
+        with pytest.raises(CheckpointError) as e:
+            checkpoint.average(given)
+        assert "\n" not in str(e.value) and f"{tmp_path / 'averaged.pt'} is an average of {steps[1]}" in str(e.value)
 
 
 # -- atomic save -----------------------------------------------------------------------------------
@@ -237,6 +285,46 @@ def test_load_never_runs_pickled_code(tmp_path, writer):
     else:
         torch.load(path, weights_only=False)
     assert marker.is_dir()
+
+
+def torch_message(path: Path) -> str:
+    try:
+        torch.load(path, weights_only=True)
+    except Exception as e:
+        return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(e)).split())
+    raise AssertionError(f"{path} loads")
+
+
+@pytest.mark.parametrize("content", ["pickled code", "truncated zip", "random bytes", "pickle stack underflow", "empty"])
+@pytest.mark.parametrize("reader", ["checkpoint", "marian weights"])
+def test_a_failed_torch_load_is_told_in_whole_sentences(tiny_checkpoint, tmp_path, content, reader):
+    """torch's reason is quoted as a whole sentence (not cut mid-word, without its terminal colours), and its
+    advice to load a file of pickled code unsafely never: nmt says that in its own words."""
+    from nmt.core.errors import NmtError
+    from nmt.importers.marian import read_weights_file
+
+    path = tmp_path / "pytorch_model.bin"
+    if content == "pickled code":
+        torch.save({"w": torch.zeros(2), "x": MakesMarker(tmp_path / "pwned")}, path)
+    elif content == "truncated zip":
+        data = tiny_checkpoint.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        path.write_bytes({"random bytes": _random_bytes(0), "pickle stack underflow": b"e.", "empty": b""}[content])
+    with pytest.raises(NmtError) as e:
+        checkpoint.load(path) if reader == "checkpoint" else read_weights_file(path)
+    message = str(e.value)
+    assert re.match(f"{re.escape(str(path))}: not (a )?readable", message) and "\n" not in message
+    assert "\x1b" not in message
+    assert "weights_only" not in message and "trust" not in message and not (tmp_path / "pwned").exists()
+    reason = message[message.index("(") + 1: message.rindex(")")]
+    original = torch_message(path)
+    if "Weights only load failed" in original:  # torch's advice: nmt's own words instead
+        assert reason in ("it calls Python code (posix.mkdir), which nmt never runs: it loads tensors and plain data "
+                          "only", "not a pickle of tensors and plain data: damaged or foreign"), reason
+        assert ("posix.mkdir" in reason) == (content == "pickled code")
+    elif original:
+        assert reason.endswith(" ...") or re.search(re.escape(reason) + r"(\.|$)(\s|$)", original), (reason, original)
 
 
 def test_load_wrong_version(tiny_checkpoint, tmp_path):

@@ -557,11 +557,44 @@ def test_an_output_folder_never_swallows_an_input(case, workspace):
     assert {p: sha(p) for p in w.rglob("*") if p.is_file()} == before
 
 
-def test_a_data_folder_may_be_prepared_again_with_its_own_bpe_model(workspace):
-    """The store's own bpe.model as --bpe is written back byte for byte: no data lost, so not refused."""
+@pytest.mark.parametrize("kind", ["youtokentome", "sentencepiece"])
+def test_a_data_folder_may_be_prepared_again_with_its_own_tokenizer_model(kind, workspace, tiny_spm):
+    """The store's own model as --bpe is written back byte for byte: no data lost, so not refused, whatever
+    its kind (a SentencePiece store's spm.model was refused while a youtokentome store's bpe.model was not)."""
     w = workspace
-    assert_cli_ok(cli("prepare", "--bpe", w / "data" / "bpe.model", "--train", w / "text", "--src", "en", "--tgt",
-                      "de", "--out", w / "data", "--min-len", 1))
+    args = ["--train", w / "text", "--src", "en", "--tgt", "de", "--min-len", 1]
+    if kind == "sentencepiece":
+        shutil.rmtree(w / "data")
+        assert_cli_ok(cli("prepare", "--bpe", tiny_spm, *args, "--out", w / "data"))
+    model = w / "data" / ("bpe.model" if kind == "youtokentome" else "spm.model")
+    def tokenizer_record():
+        meta = json.loads((w / "data" / "meta.json").read_text())
+        return {key: meta.get(key) for key in ("tokenizer", "bpe_sha256", "vocab_size")}
+
+    before, record = model.read_bytes(), tokenizer_record()
+    assert_cli_ok(cli("prepare", "--bpe", model, *args, "--out", w / "data"))
+    assert model.read_bytes() == before and tokenizer_record() == record
+
+
+def test_a_side_of_a_sentencepiece_pair_in_the_data_folder_is_refused(workspace, tiny_spm):
+    """source.spm as --bpe would be read as a joint model, written back as spm.model, and deleted: refused."""
+    w = workspace
+    (w / "data" / "source.spm").write_bytes(tiny_spm.read_bytes())
+    before = {p: sha(p) for p in w.rglob("*") if p.is_file()}
+    assert_cli_error(cli("prepare", "--bpe", w / "data" / "source.spm", "--train", w / "text", "--src", "en", "--tgt",
+                         "de", "--out", w / "data"), "--out", "holds the input --bpe")
+    assert {p: sha(p) for p in w.rglob("*") if p.is_file()} == before
+
+
+def test_average_of_a_run_glob_refuses_the_best_checkpoint_beside_its_step(workspace):
+    """`nmt average RUN/*.pt` takes checkpoint_best.pt, a copy of one step, which would count twice: one line
+    naming both files; the step checkpoints alone (RUN/checkpoint_0*.pt, or RUN --last N) average."""
+    w = workspace
+    shutil.copyfile(w / "run" / "checkpoint_00000020.pt", w / "run" / "checkpoint_best.pt")
+    assert_cli_error(cli("average", *sorted((w / "run").glob("*.pt")), "--out", w / "averaged.pt"),
+                     str(w / "run" / "checkpoint_best.pt"), str(w / "run" / "checkpoint_00000020.pt"), "twice")
+    assert not (w / "averaged.pt").exists()
+    assert_cli_ok(cli("average", *sorted((w / "run").glob("checkpoint_0*.pt")), "--out", w / "averaged.pt"))
 
 
 # -- class 2: compressed files both ways --------------------------------------------------------------
@@ -952,3 +985,71 @@ def test_average_refuses_checkpoints_of_two_runs(tiny_checkpoint, tmp_path):
     assert_cli_error(cli("average", tiny_checkpoint, tmp_path / "other-run.pt", "--out", tmp_path / "avg.pt"),
                      "different training runs", "seed")
     assert not (tmp_path / "avg.pt").exists()
+
+
+# -- issue 41: the demo's folder, --config files that are bombs or hold huge numbers -----------------------
+
+
+def tree_bytes(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and folder (None) under `root`, by relative path."""
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in sorted(root.rglob("*"))}
+
+
+def test_demo_refuses_a_folder_that_is_not_its_own_before_writing_into_it(tiny_bpe, tiny_data, tmp_path):
+    """`nmt demo --out PROJECT` wrote its own bpe.model and data/ over the user's: now a folder that holds
+    anything and no .nmt-demo is refused first, left byte for byte as it was."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copyfile(tiny_bpe, project / "bpe.model")
+    shutil.copytree(tiny_data, project / "data", ignore=shutil.ignore_patterns(LOCK_NAME))
+    (project / "notes.txt").write_text("mine\n")
+    before = tree_bytes(project)
+    assert_cli_error(cli("demo", "--out", project, "--max-updates", 1), f"--out {project}", "not an earlier demo's",
+                     ".nmt-demo", "choose a new or empty folder")
+    assert tree_bytes(project) == before
+
+
+def test_demo_claims_a_new_an_empty_or_its_own_folder(tmp_path):
+    """The demo writes .nmt-demo into its folder before anything else; that file is how it knows the folder
+    again (a later demo may write over it)."""
+    from nmt.core.errors import OutputError
+    from nmt.workflows.demo import MARKER, claim_folder
+
+    for folder in (tmp_path / "new" / "demo", tmp_path / "empty"):
+        (tmp_path / "empty").mkdir(exist_ok=True)
+        claim_folder(folder)
+        assert [p.name for p in folder.iterdir()] == [MARKER]
+    (tmp_path / "empty" / "bpe.model").write_text("the demo's\n")
+    claim_folder(tmp_path / "empty")  # an earlier demo's: claimed again
+    assert (tmp_path / "empty" / "bpe.model").read_text() == "the demo's\n"
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / MARKER).mkdir()  # a folder of that name is no marker
+    with pytest.raises(OutputError, match="not an earlier demo's"):
+        claim_folder(tmp_path / "theirs")
+
+
+@pytest.mark.parametrize("form", ["gzip", "bzip2", "xz"])
+def test_a_config_bomb_is_one_line(form, tiny_data, tmp_path):
+    """A few kilobytes that inflate to 1 GiB: refused at 1 MiB, not read until memory runs out."""
+    import bz2
+    import gzip
+    import lzma
+
+    compress = {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress}[form]
+    bomb = tmp_path / f"c.toml.{form}"
+    bomb.write_bytes(compress(bytes(1 << 20)) * 1024)
+    assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--config", bomb),
+                     f"--config {bomb}: holds more than 1 MiB once decompressed")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("value, words", [
+    ("9" * 5000, "max_updates (line 2) is a number of more than 4,300 digits"),
+    ("9" * 5000 + ".0", "max_updates inf: should be a whole number"),
+    ("0x" + "f" * 5000, "max_updates must be at most 2147483647, got a 6,021-digit number"),
+], ids=["5,000 digits", "5,000-digit float", "hexadecimal"])
+def test_a_config_with_a_huge_number_is_one_line(value, words, tiny_data, tmp_path):
+    (tmp_path / "c.toml").write_text(f"[train]\nmax_updates = {value}\n")
+    assert_cli_error(cli("train", "--data", tiny_data, "--out", tmp_path / "run", "--config", tmp_path / "c.toml"),
+                     str(tmp_path / "c.toml"), words)
+    assert not (tmp_path / "run").exists()

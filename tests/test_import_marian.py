@@ -361,6 +361,102 @@ def test_languages(tokenizer_config, name, given, expected, folders, tmp_path):
     assert import_marian(folder, **given).checkpoint.languages == expected
 
 
+@pytest.mark.parametrize("src, tgt, expected", [
+    ("EN", "DE", ("en", "de")),  # a careless user's codes: the same model as en, de
+    ("En", None, ("en", "de")),
+    ("PT_BR", "zh-Hant", ("pt_br", "zh-hant")),
+    ("eng", "deu", ("eng", "deu")),
+])
+def test_language_codes_are_lower_cased(src, tgt, expected, folders, tmp_path):
+    folder = shutil.copytree(folders["peaky"], tmp_path / "model")
+    assert import_marian(folder, src, tgt).checkpoint.languages == expected
+
+
+def test_language_codes_of_the_folder_are_lower_cased(folders, tmp_path):
+    folder = shutil.copytree(folders["peaky"], tmp_path / "opus-mt-FR-ES")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"source_lang": "FR"}))
+    imported = import_marian(folder)
+    assert imported.checkpoint.languages == ("fr", "es")
+    assert imported.notes == ["note: languages fr-es taken from the folder's name; give `src` and `tgt` to set them"]
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"src": "e n"}, ["`src`", "'e n'", "not a language code"]),
+    ({"tgt": ""}, ["`tgt`", "''", "not a language code"]),
+    ({"src": "../x"}, ["`src`", "not a language code"]),
+    ({"src": "x"}, ["`src`", "not a language code"]),
+    ({"tgt": "123"}, ["`tgt`", "not a language code"]),
+    ({"src": "en\n"}, ["`src`", "not a language code"]),
+    ({"src": "\u0435\u043d"}, ["`src`", "not a language code"]),  # Cyrillic look-alikes of en
+    ({"tgt": "de" * 100}, ["`tgt`", "not a language code"]),
+    ({"src": "EN", "tgt": "en"}, ["`src` and `tgt` are both 'en'"]),
+    ({"source_lang": "en us"}, ["tokenizer_config.json: source_lang", "'en us'", "not a language code", "`src`"]),
+])
+def test_what_is_not_a_language_code_is_refused(given, words, folders, tmp_path):
+    folder = shutil.copytree(folders["peaky"], tmp_path / "model")
+    if "source_lang" in given:
+        (folder / "tokenizer_config.json").write_text(json.dumps({**given, "target_lang": "de"}))
+        given = {}
+    with pytest.raises(NmtError) as error:
+        import_marian(folder, **given)
+    assert "\n" not in str(error.value)
+    for word in words:
+        assert word in str(error.value), str(error.value)
+
+
+# -- hostile values: refused, in one line naming the file and the field, before anything is allocated --------
+
+HOSTILE_VALUES = {"huge": 10**8, "beyond int32": 10**12, "negative": -1, "float where int": 64.0, "float huge": 1e8,
+                  "NaN": float("nan"), "infinite": float("-inf"), "bool": True, "string": "64", "null": None,
+                  "list": [64, 64], "object": {"n": 64}, "5000 digits": "DIGITS"}
+HOSTILE_FIELDS = [("config.json", key) for key in (
+    "max_position_embeddings", "d_model", "encoder_attention_heads", "encoder_layers", "decoder_layers",
+    "encoder_ffn_dim", "vocab_size", "pad_token_id", "eos_token_id", "dropout", "attention_dropout")] + [
+    ("generation_config.json", "num_beams"), ("generation_config.json", "length_penalty")]
+
+
+@pytest.mark.parametrize("value", list(HOSTILE_VALUES))
+@pytest.mark.parametrize("file, key", HOSTILE_FIELDS)
+def test_hostile_config_values_are_refused_naming_the_file_and_the_field(file, key, value, folders, tmp_path):
+    """`max_position_embeddings: 1e8` tried a 12.8 GB table, and the message named neither file nor field."""
+    if key == "length_penalty" and value == "negative":
+        pytest.skip("a negative length penalty is one (it favours longer outputs)")
+    folder = shutil.copytree(folders["relu"], tmp_path / "model")
+    data = json.loads((folder / file).read_text())
+    data[key] = HOSTILE_VALUES[value]
+    (folder / file).write_text(json.dumps(data).replace('"DIGITS"', "9" * 5000))
+    with pytest.raises(NmtError) as error:
+        import_marian(folder)
+    message = str(error.value)
+    assert "\n" not in message and len(message) < 400, message
+    assert str(folder / file) in message or (key == "vocab_size" and f"{file}'s {key}" in message), message
+    assert key in message or value == "5000 digits", message
+    assert "memory" not in message
+
+
+@pytest.mark.parametrize("file, limit", [("config.json", 1), ("vocab.json", 16), ("source.spm", 16),
+                                         ("tokenizer_config.json", 1)])
+def test_oversized_files_are_refused_before_they_are_read(file, limit, folders, tmp_path):
+    folder = shutil.copytree(folders["relu"], tmp_path / "model")
+    content = (folder / file).read_bytes()
+    (folder / file).write_bytes(content + b" " * ((limit << 20) + 1 - len(content)))  # still valid JSON
+    with pytest.raises(NmtError) as error:
+        import_marian(folder)
+    assert str(error.value).startswith(f"{folder / file}: larger than {limit} MiB"), str(error.value)
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, '{"vocab_size": ' + "1" * 5000 + "}",
+                                     b"\xff\xfe{}"], ids=["nested", "digits", "not utf-8"])
+def test_json_that_would_exhaust_the_parser_is_refused(content, folders, tmp_path):
+    folder = shutil.copytree(folders["relu"], tmp_path / "model")
+    (folder / "config.json").write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(NmtError, match="config.json: not valid JSON") as error:
+        import_marian(folder)
+    assert "\n" not in str(error.value) and str(error.value).endswith("; download the folder again")
+    if isinstance(content, str) and "1" * 5000 in content:  # Python's advice (sys.set_int_max_str_digits) is not quoted, cut or whole
+        assert "(a number of more than 4300 digits)" in str(error.value)
+
+
 # -- folders it refuses ---------------------------------------------------------------------------------------
 
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -200,38 +202,92 @@ class Broken(FakeModel):
         raise RuntimeError("device lost\nsecond line")
 
 
-def test_a_failure_of_the_server_itself_is_a_json_500_and_one_log_line():
-    """The application in this process, on uvicorn in a thread, with an engine that always fails."""
+@contextlib.contextmanager
+def in_process(cfg: ServeConfig, translate, **kwargs):
+    """The application in this process, on uvicorn in a thread, over FakeEngine: (its URL, its Gate)."""
     import uvicorn
 
     from nmt.serve import ModelInfo, listen
     from nmt.serve.app import create_app
 
-    errors: list[str] = []
-    engine = FakeEngine(FakeModel())
-    gate = create_app(engine, ModelInfo("fake", "en", "de", "0" * 64, {}), ServeConfig(quiet_ms=0),
-                      translate=Broken(), on_error=errors.append)
+    gate = create_app(FakeEngine(FakeModel()), ModelInfo("fake", "en", "de", "0" * 64, {}), cfg, translate=translate,
+                      **kwargs)
     sock = listen("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(gate, log_level="critical"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     try:
         deadline = time.monotonic() + 30
         while not server.started:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", gate
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def wait_for(condition, what: str, seconds: float = 30) -> None:
+    """Poll `condition` until it holds (a bound against a hang, not a timing the test depends on)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.01)
+
+
+def test_a_failure_of_the_server_itself_is_a_json_500_and_one_log_line():
+    """An engine that always fails."""
+    errors: list[str] = []
+    with in_process(ServeConfig(quiet_ms=0), Broken(), on_error=errors.append) as (url, gate):
         r = requests.post(url + "/v1/translate", json={"text": "a"}, timeout=30)
         assert r.status_code == 500 and r.headers["Content-Type"] == "application/json", r.text
         assert r.json() == {"error": "internal error: RuntimeError: device lost"}
         # the log line follows the answer (the server's thread, after the response went out): wait for it
-        while not errors and time.monotonic() < deadline + 30:
-            time.sleep(0.01)
+        wait_for(lambda: errors, "the log line")
         assert errors == ["POST /v1/translate: RuntimeError: device lost"]
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
     assert gate.counts == {"served": 0, "failed": 1, "dropped": 0}
+
+
+class Held(FakeModel):
+    """Holds its first batch until `release` is set: the engine stays busy for as long as a test needs."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = threading.Event()
+
+    def __call__(self, lines: list[str], search: SearchConfig) -> list[Translation]:
+        if not self.calls:
+            self.calls.append(list(lines))
+            assert self.release.wait(60)
+            self.calls.pop()
+        return super().__call__(lines, search)
+
+
+def test_queue_limits_and_a_timed_out_request_is_withdrawn():
+    """--max-queue 4: 5 lines can never fit (413); 3 + 3 lines do not fit now (503, retry). The engine is held
+    busy with a first request (which times out too, in its batch), so the 3 lines queued behind it time out
+    (--timeout 1): the 504 takes them out of the queue at once, and they are never translated. (Before --max-wait-ms and --quiet-ms were refused at or
+    past --timeout, this test waited for a batch taken 3 s late.)"""
+    model = Held()
+    cfg = ServeConfig(max_queue=4, timeout=1.0, max_wait_ms=0, quiet_ms=0)
+    with in_process(cfg, model) as (url, gate), ThreadPoolExecutor(max_workers=2) as pool:
+        post = lambda lines: requests.post(url + "/v1/translate", json={"text": lines}, timeout=60)  # noqa: E731
+        health = lambda: requests.get(url + "/health", timeout=10).json()  # noqa: E731
+        first = pool.submit(post, ["a"])
+        wait_for(lambda: model.calls == [["a"]], "the first batch")
+        r = post(["b"] * 5)
+        assert r.status_code == 413 and "--max-queue" in r.json()["error"], r.text
+        late = pool.submit(post, ["c"] * 3)
+        wait_for(lambda: health()["queued_lines"] == 3, "the request behind the busy engine")
+        r = post(["d"] * 3)
+        assert r.status_code == 503 and r.headers["Retry-After"] == "1" and "--max-queue 4" in r.json()["error"]
+        r = late.result(timeout=60)
+        assert r.status_code == 504 and "--timeout" in r.json()["error"], r.text
+        assert health()["queued_lines"] == 0
+        assert first.result(timeout=60).status_code == 504  # in its batch: translated, the answer dropped
+        model.release.set()
+        assert post(["e"]).json()["translations"] == ["E"]
+    assert model.calls == [["a"], ["e"]]  # the lines that timed out in the queue were never translated
 
 
 PINNED_THREADS = """
@@ -282,10 +338,11 @@ def free_port() -> int:
 class Server:
     """`nmt serve` in a subprocess; `url` once /health answers 200."""
 
-    def __init__(self, checkpoint: Path, *options: str):
+    def __init__(self, checkpoint: Path, *options: str, wrap: tuple[str, ...] = ()):
+        """`wrap`: a command that runs the server's (as its arguments), such as a shell that adds a pipe."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(checkpoint), "--port",
+        self.proc = subprocess.Popen([*wrap, sys.executable, "-m", "nmt", "serve", "-m", str(checkpoint), "--port",
                                       str(self.port), "--threads", "1", *options],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
         deadline = time.monotonic() + 120
@@ -541,30 +598,6 @@ def test_health_and_metrics(server):
     assert requests.get(server.url + "/docs", timeout=10).status_code == 200
 
 
-@pytest.mark.slow
-def test_queue_limits_and_a_timed_out_request_is_withdrawn(tiny_checkpoint):
-    """--max-queue 4: 5 lines can never fit (413); 3 + 3 lines do not fit now (503, retry). The batch would be
-    taken 3 s after the first request, but it times out at 1 s: its 504 takes it out of the queue at once,
-    and it is never translated."""
-    srv = Server(tiny_checkpoint, "--max-queue", "4", "--timeout", "1", "--max-wait-ms", "3000", "--quiet-ms", "3000")
-    try:
-        r = srv.post("/v1/translate", {"text": ["a man ."] * 5})
-        assert r.status_code == 413 and "--max-queue" in r.json()["error"], r.text
-        result = {}
-        waiting = threading.Thread(target=lambda: result.update(r=srv.post("/v1/translate", {"text": ["a man ."] * 3})))
-        waiting.start()
-        time.sleep(0.5)
-        r = srv.post("/v1/translate", {"text": ["a man ."] * 3})
-        assert r.status_code == 503 and r.headers["Retry-After"] == "1" and "--max-queue 4" in r.json()["error"]
-        waiting.join(timeout=30)
-        assert result["r"].status_code == 504 and "--timeout" in result["r"].json()["error"]
-        assert requests.get(srv.url + "/health", timeout=10).json()["queued_lines"] == 0
-        time.sleep(2.5)  # past the time the batch would have been taken
-        assert "nmt_translated_sentences_total 0.0" in requests.get(srv.url + "/metrics", timeout=10).text
-    finally:
-        srv.stop()
-
-
 def test_a_client_that_leaves_leaves_no_work_behind(tiny_checkpoint):
     """The batch is taken 2 s after the request arrives; the client is gone after 0.3 s."""
     srv = Server(tiny_checkpoint, "--max-wait-ms", "2000", "--quiet-ms", "2000", "--max-batch-sentences", "1000")
@@ -653,6 +686,182 @@ def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, so
         assert any(re.fullmatch(line.format(method, path, status, n), x) for x in lines), (method, path, status, lines)
 
 
+# -- any JSON string in any field ----------------------------------------------------------------------
+
+KEY = "k-one"
+
+
+class Big(str):
+    """A 1 MB string that a failing example names in two letters."""
+
+    def __repr__(self) -> str:
+        return "MB"
+
+
+MB = Big("x" * 1_000_000)
+# Each route's fields: a value that is fine, and the fields that hold strings (a field left at its fine value
+# lets the request reach the checks of the others: a valid key, then the languages and the format).
+ROUTES = {
+    "/v1/translate": {"text": "a man .", "api_key": KEY},
+    "/translate": {"q": "a man .", "source": "en", "target": "de", "format": "text", "api_key": KEY},
+    "/detect": {"q": "a man .", "api_key": KEY},
+}
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tiny_checkpoint, tmp_path_factory):
+    """A server with --api-keys, and room in a body for a 1 MB field (so that it reaches the field's checks)."""
+    keys = tmp_path_factory.mktemp("keys") / "keys"
+    keys.write_text(KEY + "\n")
+    srv = Server(tiny_checkpoint, "--api-keys", str(keys), "--max-lines", "50", "--max-chars", "300",
+                 "--max-body-bytes", "4000000")
+    yield srv
+    srv.stop()
+
+
+def send(url: str, path: str, fields: dict, how: str = "json") -> requests.Response:
+    """POST `fields` as JSON (a lone surrogate written as JSON's \\ud800), or as a form, urlencoded or multipart
+    (their UTF-8 bytes, a lone surrogate's three included, as a client that does not check them sends them)."""
+    from urllib.parse import urlencode
+
+    if how == "multipart":  # written here: a client library refuses a field name that is not UTF-8
+        utf8 = lambda text: text.encode("utf-8", "surrogatepass")  # noqa: E731
+        body = b"".join(b'--b0undary\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (utf8(k), utf8(v))
+                        for k, vs in fields.items() for v in (vs if isinstance(vs, list) else [vs])) + b"--b0undary--\r\n"
+        return requests.post(url + path, data=body, headers={"Content-Type": "multipart/form-data; boundary=b0undary"},
+                             timeout=120)
+    if how == "json":
+        body, kind = json.dumps(fields).encode(), "application/json"
+    else:
+        body = urlencode(fields, doseq=True, encoding="utf-8", errors="surrogatepass").encode()
+        kind = "application/x-www-form-urlencoded"
+    return requests.post(url + path, data=body, headers={"Content-Type": kind}, timeout=120)
+
+
+def assert_json_answer(r: requests.Response) -> None:
+    """Below 500, JSON, and an error is `{"error": "..."}` of one short line."""
+    assert r.status_code < 500, (r.status_code, r.text[:300])
+    assert r.headers["Content-Type"] == "application/json", r.headers
+    body = r.json()
+    if r.status_code >= 400:
+        assert set(body) == {"error"} and "\n" not in body["error"] and len(body["error"]) < 400, body
+
+
+@pytest.mark.parametrize("path, fields, status, words", [
+    # a lone surrogate in the key: it was a 500 (the key could not be encoded to be compared)
+    ("/v1/translate", {"api_key": "\ud800"}, 403, "Invalid API key"),
+    ("/translate", {"api_key": "\ud800"}, 403, "Invalid API key"),
+    ("/detect", {"api_key": "\ud800"}, 403, "Invalid API key"),
+    ("/v1/translate", {"api_key": "k-one\x00"}, 403, "Invalid API key"),
+    ("/translate", {"api_key": MB}, 403, "Invalid API key"),
+    # ... and, with a valid key, in a field the 400 quotes: it was a 500 (the message could not be encoded)
+    ("/translate", {"source": "\ud800"}, 400, "not \\ud800 to de"),
+    ("/translate", {"target": "\udfff\ud800"}, 400, "not en to \\udfff\\ud800"),
+    ("/translate", {"format": "\ud800"}, 400, "\\ud800 format is not supported"),
+    ("/translate", {"format": "a\x00b"}, 400, "a\\x00b format is not supported"),
+    ("/translate", {"format": MB}, 400, "x" * 40 + "... format is not supported"),  # not quoted whole
+    ("/translate", {"target": MB}, 400, "not en to " + "x" * 40 + "..."),
+    # in the text: its own 400 (a surrogate), 413 (too long), or a translation (NUL is a character)
+    ("/v1/translate", {"text": "\ud800"}, 400, "lone surrogate"),
+    ("/v1/translate", {"text": ["a", "\udc80"]}, 400, "line 1: character 0 is a lone surrogate"),
+    ("/translate", {"q": "a\n\ud800"}, 400, "lone surrogate"),
+    ("/v1/translate", {"text": MB}, 413, "at most 300"),
+    ("/translate", {"q": MB}, 413, "at most 300"),
+    ("/v1/translate", {"text": "a\x00man"}, 200, ""),
+    ("/translate", {"q": "a\x00\u2028man\x85."}, 200, ""),
+    ("/detect", {"q": "\ud800"}, 200, ""),  # /detect names the model's language, whatever the text
+    # a field name the client made up, quoted in the 422 (not whole)
+    ("/v1/translate", {"\ud800" * 100: 1}, 422, "invalid request"),
+    ("/v1/translate", {"y" * 100_000: 1}, 422, "y" * 40 + "...: Extra inputs are not permitted"),
+])
+def test_named_strings_in_every_field(keyed_server, path, fields, status, words):
+    r = send(keyed_server.url, path, {**ROUTES[path], **fields})
+    assert_json_answer(r)
+    assert r.status_code == status and words in (r.json()["error"] if status >= 400 else words), r.text[:300]
+
+
+def any_string(big: bool = True):
+    """Any string JSON can carry: every code point (lone surrogates, NUL, controls), or one of a few worst cases
+    (`big`: a 1 MB one among them)."""
+    from hypothesis import strategies as st
+
+    worst = ["", "\ud800", "\udfff", "\x00", "\u2028", "\ufeff", "\n\r\n", " ", *([MB] if big else [])]
+    return st.one_of(st.text(st.characters(exclude_categories=())), st.sampled_from(worst))
+
+
+HOSTILE = [(path, field) for path, fields in ROUTES.items() for field in [*fields, "all"]] + [("/languages", "api_key")]
+
+
+@pytest.mark.parametrize("path, hostile", HOSTILE)
+def test_any_json_string_in_any_field_is_an_answer_or_a_4xx(keyed_server, path, hostile):
+    """Random strings in every string field of every route, never a 500 and always JSON: one field at a time,
+    the others fine (so that the request reaches that field's checks: the key's, the languages', the model's
+    for a text), or all of them at once (with a made-up field too); as JSON, and as a form where the route
+    takes one."""
+    from urllib.parse import urlencode
+
+    from hypothesis import HealthCheck, event, given, settings
+    from hypothesis import strategies as st
+
+    fine = ROUTES.get(path, {"api_key": KEY})
+    big = path != "/languages"  # its fields are in a URL, where 1 MB is the HTTP parser's to refuse
+    wild = {name: any_string(big) if name not in ("text", "q") else
+            st.one_of(any_string(big), st.lists(any_string(big), min_size=1, max_size=3)) for name in fine}
+    value = {name: wild[name] if hostile in (name, "all") else st.just(v) for name, v in fine.items()}
+    extra = st.dictionaries(any_string(), any_string(), max_size=1 if hostile == "all" else 0)
+    forms = ["json", "form", "multipart"] if path in ("/translate", "/detect") else ["json"]
+
+    @settings(derandomize=True, max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(fields=st.fixed_dictionaries(value), more=extra, how=st.sampled_from(forms))
+    def check(fields, more, how):
+        if path == "/languages":  # a GET: its query string, percent-encoded UTF-8 (a surrogate's too)
+            query = urlencode(fields, encoding="utf-8", errors="surrogatepass")
+            r = requests.get(f"{keyed_server.url}{path}?{query}", timeout=60)
+        else:
+            r = send(keyed_server.url, path, {**fields, **more}, how)
+        event(f"status {r.status_code}")  # --hypothesis-show-statistics: how many were translated, refused
+        assert_json_answer(r)
+
+    check()
+
+
+def test_alternatives_nbest_and_beam_are_bounded(keyed_server, tmp_path):
+    """alternatives=1000 was a beam of 1001 for each line; --max-beam (16) bounds what a request may ask for."""
+    cases = [("/translate", {"q": "a", "target": "de", "alternatives": 1000}, 400,
+              "Invalid request: alternatives parameter must be <= 15 (--max-beam 16)"),
+             ("/translate", {"q": "a", "target": "de", "alternatives": 16}, 400, "must be <= 15"),
+             ("/v1/translate", {"text": "a", "beam": 1001}, 422,
+              "beam 1001: this server searches at most 16 wide per request (--max-beam)"),
+             ("/v1/translate", {"text": "a", "nbest": 17}, 422, "nbest 17: this server searches at most 16"),
+             ("/v1/translate", {"text": "a", "beam": 17, "nbest": 1}, 422, "beam 17")]
+    for path, fields, status, words in cases:
+        r = send(keyed_server.url, path, {**fields, "api_key": KEY})
+        assert r.status_code == status and words in r.json()["error"], (fields, r.text)
+    r = send(keyed_server.url, "/v1/translate", {"text": "a man .", "beam": 16, "nbest": 16, "api_key": KEY})
+    assert r.status_code == 200 and len(r.json()["translations"][0]) == 16, r.text
+    form = {"q": "a", "target": "de", "alternatives": "9" * 5000, "api_key": KEY}  # past Python's int-string limit
+    assert_json_answer(r := send(keyed_server.url, "/translate", form, "form"))
+    assert r.status_code == 400 and "alternatives" in r.json()["error"], r.text
+
+
+def test_max_beam_is_the_server_s_option():
+    """A narrower --max-beam; and a server whose own --beam is wider still takes requests of its width."""
+    from nmt.serve.service import Service
+
+    service = Service(Batcher(lambda lines, search: [], ServeConfig(max_wait_ms=0)), ServeConfig(max_beam=2),
+                      None, SearchConfig())
+    assert service.widest == 4  # the server's own beam
+    assert service.search_for({"beam": 4, "nbest": 4}).beam == 4
+    with pytest.raises(RequestError) as wide:
+        service.search_for({"beam": None, "nbest": 5}, 400)
+    assert (wide.value.status, wide.value.message) == (400, "nbest 5: this server searches at most 4 wide per "
+                                                            "request (--max-beam)")
+    service = Service(service.batcher, ServeConfig(max_beam=2), None, SearchConfig(beam=1))
+    with pytest.raises(RequestError, match=r"^beam 3: .* at most 2 wide"):
+        service.search_for({"beam": 3, "nbest": None})
+
+
 @pytest.mark.parametrize("fields, error, words", [
     (dict(api_keys=Path("absent-keys.txt")), InputError, "`api_keys` absent-keys.txt: cannot read"),
     (dict(api_keys=Path("empty-keys.txt")), ConfigError, "`api_keys` empty-keys.txt: holds no key"),
@@ -661,6 +870,16 @@ def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, so
     (dict(access_log=Path("access.log.zst")), OutputError, "`access_log` access.log.zst: nmt writes text plain or"),
     (dict(drain_timeout=-1.0), ConfigError, "`drain_timeout` must be at least"),
     (dict(max_body_bytes=-5), ConfigError, "`max_body_bytes` must be at least"),
+    (dict(max_beam=0), ConfigError, "`max_beam` must be at least 1"),
+    # every lone request waited past its timeout, and got 504
+    (dict(quiet_ms=5000.0, max_wait_ms=5000.0, timeout=1.0), ConfigError,
+     "`quiet_ms` 5000 is not below `timeout` 1 s (1000 ms): requests would time out waiting for their batch; "
+     "lower `quiet_ms` or raise `timeout`"),
+    (dict(quiet_ms=1000.0, timeout=1.0), ConfigError, "`quiet_ms` 1000 is not below `timeout` 1 s"),
+    (dict(max_wait_ms=60_000.0), ConfigError, "`max_wait_ms` 60000 is not below `timeout` 60 s (60000 ms)"),
+    # read whole until memory ran out
+    pytest.param(dict(api_keys=Path("/dev/zero")), InputError, "`api_keys` /dev/zero: holds more than 16 MiB",
+                 marks=pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")),
 ])
 def test_bad_serve_options(tmp_path, monkeypatch, fields, error, words):
     monkeypatch.chdir(tmp_path)
@@ -688,6 +907,48 @@ def test_a_bad_key_file_is_one_line_before_the_model_loads(tmp_path):
                        cwd=tmp_path)
     assert r.returncode == 1 and r.stderr == "error: --api-keys absent-keys.txt: cannot read (No such file or " \
                                              "directory); check the path\n", r.stderr
+
+
+@pytest.mark.parametrize("options, line", [
+    (["--quiet-ms", "5000", "--max-wait-ms", "5000", "--timeout", "1"],
+     "error: --quiet-ms 5000 is not below --timeout 1 s (1000 ms): requests would time out waiting for their batch; "
+     "lower --quiet-ms or raise --timeout\n"),
+    (["--max-beam", "0"], "error: --max-beam must be at least 1, got 0\n"),
+    pytest.param(["--api-keys", "/dev/zero"], "error: --api-keys /dev/zero: holds more than 16 MiB",
+                 marks=pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")),
+])
+def test_a_bad_serve_option_is_one_line_naming_it_before_the_model_loads(tmp_path, options, line):
+    r = subprocess.run([sys.executable, "-m", "nmt", "serve", "-m", str(tmp_path / "absent.pt"), "--port", "0",
+                        *options], capture_output=True, text=True, env=ENV, timeout=120, cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.startswith(line) and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_the_key_file_is_read_once(tmp_path, monkeypatch):
+    """The command checked the file, then the application read it again: a second read of a pipe is empty."""
+    from nmt.serve import keyfiles
+
+    reads = []
+    read = keyfiles.read_small_text
+    monkeypatch.setattr(keyfiles, "read_small_text", lambda path, *a, **k: reads.append(path) or read(path, *a, **k))
+    (tmp_path / "keys").write_text("k-once\n")
+    cfg = ServeConfig(api_keys=tmp_path / "keys", max_wait_ms=0)
+    keys = check_files(cfg)
+    with in_process(cfg, FakeModel(), keys=keys) as (url, _):
+        r = requests.post(url + "/v1/translate", json={"text": "a", "api_key": "k-once"}, timeout=30)
+        assert r.status_code == 200 and r.json()["translations"] == ["A"], r.text
+    assert reads == [tmp_path / "keys"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash for <(...)")
+def test_api_keys_from_a_pipe(tiny_checkpoint):
+    """`--api-keys <(...)`: the server started only to stop at once on "holds no key" (its second read)."""
+    srv = Server(tiny_checkpoint, wrap=("bash", "-c", 'exec "$@" --api-keys <(printf "# ours\\nk-pipe\\n")', "bash"))
+    try:
+        assert srv.post("/v1/translate", {"text": "a man .", "api_key": "k-pipe"}).status_code == 200
+        assert srv.post("/v1/translate", {"text": "a man .", "api_key": "k-other"}).status_code == 403
+    finally:
+        code, stderr = srv.stop()
+    assert code == 0, stderr
 
 
 def test_serve_without_the_web_stack_is_one_line(tiny_checkpoint, tmp_path):

@@ -185,6 +185,6 @@ class ImportMarianOptions(CommandOptions):
     """`nmt import marian` (its FOLDER argument aside)."""
 
     out: Path = option(None, "Checkpoint (.pt) to write.", required=True)
-    src: Optional[str] = option(None, "Source language (default: the folder's tokenizer_config.json, else its "
-                                "name, opus-mt-SRC-TGT).")
-    tgt: Optional[str] = option(None, "Target language (as --src).")
+    src: Optional[str] = option(None, "Source language code, e.g. en, lower-cased (default: the folder's "
+                                "tokenizer_config.json, else its name, opus-mt-SRC-TGT).")
+    tgt: Optional[str] = option(None, "Target language code (as --src).")

@@ -41,6 +41,7 @@ MAX_BEAM = 1024
 # a model can emit; an output limit of 1000 tokens per source token is beyond any model's positions already.
 MAX_LENPEN = 10.0
 MAX_LEN_A = 1000.0
+SHOWN = 60  # characters of a value that a message quotes (a file may hold a 5,000-digit number or a long string)
 
 
 class Precision(str, enum.Enum):
@@ -163,9 +164,24 @@ def check_range(option: str, value: float, low: Optional[float] = None, high: Op
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{option} must be a finite number, got {value}")
     if low is not None and (value <= low if low_open else value < low):
-        raise ConfigError(f"{option} must be {'above' if low_open else 'at least'} {low}, got {value}")
+        raise ConfigError(f"{option} must be {'above' if low_open else 'at least'} {low}, got {shown(value)}")
     if high is not None and (value >= high if high_open else value > high):
-        raise ConfigError(f"{option} must be {'below' if high_open else 'at most'} {high}, got {value}")
+        raise ConfigError(f"{option} must be {'below' if high_open else 'at most'} {high}, got {shown(value)}")
+
+
+def shown(value: Any, quoted: bool = False) -> str:
+    """`value` as a message quotes it (its repr if `quoted`), at most SHOWN characters: a whole number longer
+    than that as its count of digits (Python refuses to write one of over 4,300), other text cut short."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * SHOWN:  # > 54 digits
+        magnitude = abs(value)
+        digits = int(magnitude.bit_length() * math.log10(2))  # 10**(digits-1) < magnitude < 10**(digits+1)
+        digits += magnitude >= 10**digits
+        return f"a {'negative ' if value < 0 else ''}{digits:,}-digit number"
+    try:
+        text = repr(value) if quoted else str(value)
+    except ValueError:  # a list holding such a number
+        return f"a {type(value).__name__} holding a number too long to show"
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
 
 
 def check_fields(config: Any) -> None:
@@ -183,7 +199,7 @@ def check_field(cls: type, name: str, value: Any) -> None:
         return
     allowed = choices_of(cls, name)
     if allowed is not None and str(value.value if isinstance(value, enum.Enum) else value) not in allowed:
-        raise ConfigError(f"{flag} {value!s}: use one of {', '.join(allowed)}")
+        raise ConfigError(f"{flag} {shown(value)}: use one of {', '.join(allowed)}")
     if spec.low is not None or spec.high is not None:
         for v in value if isinstance(value, tuple) else (value,):
             check_range(flag, v, spec.low, spec.high, low_open=spec.low_open, high_open=spec.high_open)
@@ -201,7 +217,7 @@ def check_type(flag: str, value: Any, kind: Any) -> None:
     if origin is Literal:
         ok = isinstance(value, str)
     elif isinstance(kind, type) and issubclass(kind, enum.Enum):
-        ok = isinstance(value, kind) or value in {m.value for m in kind}
+        ok = isinstance(value, kind) or any(value == m.value for m in kind)  # (a list is not hashable)
     elif origin is list:  # a repeated option (List[Path])
         ok = isinstance(value, (list, tuple)) and all(isinstance(v, args[0]) for v in value)
     elif origin is tuple:
@@ -214,7 +230,7 @@ def check_type(flag: str, value: Any, kind: Any) -> None:
     else:
         ok = isinstance(value, kind)
     if not ok:
-        raise ConfigError(f"{flag} {value!r}: should be {type_name(kind)}")
+        raise ConfigError(f"{flag} {shown(value, quoted=True)}: should be {type_name(kind)}")
 
 
 def type_name(kind: Any) -> str:
@@ -240,13 +256,21 @@ def coerce(cls: type, name: str, value: Any) -> Any:
         try:
             return kind(value)
         except ValueError:
-            raise ConfigError(f"{flag_of(cls, name)} {value!r}: use one of "
+            raise ConfigError(f"{flag_of(cls, name)} {shown(value, quoted=True)}: use one of "
                               f"{', '.join(choices_of(cls, name) or ())}") from None
     if typing.get_origin(kind) is tuple and isinstance(value, list):
-        return tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value)
+        return tuple(as_float(cls, name, v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        return as_float(cls, name, value)
     return value
+
+
+def as_float(cls: type, name: str, value: int) -> float:
+    """A whole number given for float field `name`; ConfigError for one beyond a float's range (~1.8e308)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ConfigError(f"{flag_of(cls, name)} must be a finite number, got {shown(value)}") from None
 
 
 if TYPE_CHECKING:

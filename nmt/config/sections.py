@@ -242,6 +242,9 @@ class ServeConfig:
                             "translations (504 after).", low=0.0, low_open=True)
     max_body_bytes: int = option(0, "Bytes of a request body at most (413 beyond); 0: room for --max-lines x "
                                  "--max-chars.", low=0, high=2**62)
+    max_beam: int = option(16, "The widest search a request may ask for: beam and nbest (422 beyond), "
+                           "LibreTranslate's alternatives + 1 (400 beyond); the server's own --beam where wider.",
+                           low=1, high=MAX_BEAM)
     drain_timeout: float = option(10.0, "On SIGTERM, seconds to finish the requests in flight before cutting "
                                   "their connections.", low=0.0, high=3600.0)
     api_keys: Optional[Path] = option(None, "File of accepted API keys, one per line: translating then needs "
@@ -250,6 +253,14 @@ class ServeConfig:
 
     def validate(self) -> ServeConfig:
         check_fields(self)
+        # A wait bound at or past the timeout: the requests it holds (a lone one for quiet_ms, one under load
+        # for max_wait_ms) are answered 504 before their batch goes.
+        for name in ("quiet_ms", "max_wait_ms"):
+            wait, field, timeout = getattr(self, name), flag_of(ServeConfig, name), flag_of(ServeConfig, "timeout")
+            if wait is not None and wait >= self.timeout * 1000:
+                raise ConfigError(f"{field} {wait:g} is not below {timeout} {self.timeout:g} s "
+                                  f"({self.timeout * 1000:g} ms): requests would time out waiting for their batch; "
+                                  f"lower {field} or raise {timeout}")
         return self
 
     def for_engine(self, engine: str) -> ServeConfig:

@@ -5,6 +5,9 @@ read back, checked field by field.
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
@@ -16,6 +19,7 @@ from nmt.core.errors import ConfigError, InputError, ref
 # -- configuration files ---------------------------------------------------------------------------
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig}
+CONFIG_LIMIT = 1 << 20  # bytes a --config file may hold once decompressed (a run's config.toml holds ~6 KB)
 
 
 @dataclass(frozen=True)
@@ -67,13 +71,18 @@ def read_config_file(path: Any) -> ConfigFile:
         import tomli as tomllib
     try:
         text = read_small_text(path, f"{ref('config')} {path}", f"{ref('config')} takes a TOML file such as a run's "
-                              "config.toml")
+                              "config.toml", limit=CONFIG_LIMIT)
     except InputError as e:
         raise ConfigError(str(e)) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e})") from None
+    except ValueError:  # (after its subclass TOMLDecodeError) a whole number over Python's int-string limit
+        raise ConfigError(f"{path}: {too_long_number(text, tomllib.loads)}") from None
+    except RecursionError:  # arrays or inline tables nested thousands deep
+        raise ConfigError(f"{path}: not valid TOML (arrays or tables nested too deep); write [model] and [train] "
+                          "tables of plain values") from None
     chosen = data.pop("preset", None)
     if chosen is not None and not isinstance(chosen, str):
         raise ConfigError(f"{path}: preset must be a string such as \"base\"")
@@ -88,6 +97,35 @@ def read_config_file(path: Any) -> ConfigFile:
             raise ConfigError(f"{path}: {section} must be a table, [{section}]")
         found[section] = {name: checked_value(path, section, cls, name, value) for name, value in values.items()}
     return ConfigFile(chosen, Overrides(ModelConfig, found["model"]), Overrides(TrainConfig, found["train"]))
+
+
+def too_long_number(text: str, loads: Callable[[str], Any]) -> str:
+    """Where in `text` the whole number is that `loads` (tomllib's) could not read for its length: the parser
+    says neither line nor key. The first lines of `text` fail that way from that number's line on (a number
+    never spans lines, and a parser reads in order), so that line is found by halving."""
+
+    def fails(lines: int) -> bool:
+        try:
+            loads("".join(rows[:lines]))
+        except ValueError as e:
+            return type(e) is ValueError  # not a TOMLDecodeError (a subclass): lines cut off mid-array
+        except RecursionError:
+            return False
+        return False
+
+    rows = text.splitlines(keepends=True)
+    low, high = 1, len(rows)  # fails(high); the first line that fails is in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if fails(middle) else (middle + 1, high)
+    key = next((m.group(1) for row in reversed(rows[:high]) if (m := re.match(r"\s*([^\s=#\[][^=]*?)\s*=", row))),
+               None)
+    section = next((m.group(1) for row in reversed(rows[:high]) if (m := re.match(r"\s*\[+\s*([^\]]+?)\s*\]", row))),
+                   None)
+    where = " ".join(w for w in (f"[{section}]" if section else "", key or "") if w) or "a value"
+    digits = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    return (f"{where} (line {high}) is a number of more than {digits:,} digits, too long to read; write a number "
+            "in the field's range (nmt train --help lists them)")
 
 
 def checked_value(path: Any, section: str, cls: type, name: str, value: Any) -> Any:

@@ -23,6 +23,8 @@ from nmt.core.errors import InputError, OutputError
 
 BLOCK = 1 << 16  # bytes inflated at a time: a few kilobytes may inflate to gigabytes
 HEAD = 10  # bytes that tell every signature below apart (the longest is bzip2's)
+# The most a small text file (an --api-keys file; a --config file reads less) may hold once decompressed.
+SMALL_TEXT_LIMIT = 16 << 20
 
 
 Signature = tuple[bytes, ...]  # the bytes each leading position may hold
@@ -197,13 +199,19 @@ def decompressed(raw: IO[bytes], name: str) -> IO[bytes]:
     return cast(IO[bytes], _Closing(codec.reader(raw), raw))
 
 
-def read_small_text(path: Any, label: str, content: str) -> str:
+def read_small_text(path: Any, label: str, content: str, limit: int = SMALL_TEXT_LIMIT) -> str:
     """The whole of a small text file (plain or compressed, as every text file nmt reads), UTF-8 without its
     byte-order mark (Windows editors write one). InputError starting with `label` (e.g. "`config` c.toml")
-    when it cannot be read, is damaged or is not UTF-8; `content` says what it should hold."""
+    when it cannot be read, is damaged, is not UTF-8 or holds more than `limit` bytes once decompressed (a
+    few kilobytes of gzip may inflate to gigabytes: they are never read whole); `content` says what it
+    should hold."""
     try:
         with open(path, "rb") as f, decompressed(f, label) as data:
-            raw = data.read()
+            raw = read_at_most(data, limit)
+            if raw is None:
+                inflated = " once decompressed" if data is not f else ""
+                raise InputError(f"{label}: holds more than {size_text(limit)}{inflated}, more than nmt reads from "
+                                 f"such a file; {content}")
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as e:
         # An OSError with an errno is the file system's; the others are damaged or truncated compressed data.
         hint = "check the path" if getattr(e, "errno", None) is not None else "is the file complete?"
@@ -212,6 +220,28 @@ def read_small_text(path: Any, label: str, content: str) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{label}: not a text file (not UTF-8); {content}") from None
+
+
+def read_at_most(data: IO[bytes], limit: int) -> Optional[bytes]:
+    """All the bytes of `data`, block by block; None as soon as there are more than `limit` (never holding
+    more than `limit` + 1)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = data.read(min(BLOCK, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return None
+
+
+def size_text(n: int) -> str:
+    """A size as a message says it: 16 MiB, 1 KiB, 100 bytes."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n:,} bytes"
 
 
 @contextlib.contextmanager

@@ -3,5 +3,6 @@
 `marian`: Hugging Face Marian folders (the OPUS-MT models of Helsinki-NLP). An importer reads the folder
 with plain libraries (json, torch, safetensors, SentencePiece through nmt.text.spm), never with the library
 that wrote it, and returns an `nmt.model.checkpoint.Checkpoint`: the model, its tokenizer, its languages and
-its search defaults.
+its search defaults. `hf_folder`: what every importer of a Hugging Face folder shares: its files read within
+bounds, and its configs' values checked for type and range before anything of the size they name is allocated.
 """

@@ -34,7 +34,6 @@ largest, leaves the softmax).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -43,11 +42,12 @@ from typing import Any, Optional
 
 import torch
 
-from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, named_as_fields
+from nmt.config import MAX_BEAM, MAX_LENPEN, ModelConfig, Overrides, SearchConfig, TrainConfig, named_as_fields
 from nmt.core.errors import ConfigError, InputError, one_line
 from nmt.core.identity import DataIdentity
 from nmt.core.vocab import BOS, EOS, PAD, UNK
-from nmt.model.checkpoint import Checkpoint
+from nmt.importers.hf_folder import float_value, int_value, parse_json, read_bounded, shown
+from nmt.model.checkpoint import Checkpoint, load_failure
 from nmt.model.transformer import NEVER_GENERATED_BIAS, Transformer
 from nmt.text.tokenizer import SENTENCEPIECE, digest, load_tokenizer
 
@@ -58,9 +58,15 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 FOLDER_FILES = ("config.json", *WEIGHT_FILES, "source.spm", "target.spm", "vocab.json", "tokenizer_config.json",
                 "generation_config.json")  # all that an import may read
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}  # transformers' name -> nmt's
-LANGUAGE = re.compile(r"[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*")
+# A language code, lower-cased (ISO 639 en, eng; with subtags: pt-br, zh_hant; OPUS-MT's groups: mul, gmw).
+LANGUAGE = re.compile(r"[a-z]{2,8}(?:[-_][a-z0-9]{1,8}){0,3}")
 TARGET_LANGUAGE_TOKEN = re.compile(r"^>>.+<<$")
 FOLDER_LANGUAGES = re.compile(r"(?:^|[-_])([a-z]{2,3})-([a-z]{2,3})$")  # opus-mt-en-de, opus-mt-tc-big-en-fr
+# What a file of the folder may hold: OPUS-MT's configs are a few kB, vocab.json about 1 MB (65,000 pieces),
+# each .spm about 800 kB; a file beyond is refused before it is read (and a size before it is allocated).
+MAX_BYTES = {"vocab.json": 16 << 20, "source.spm": 16 << 20, "target.spm": 16 << 20}
+MAX_CONFIG_BYTES = 1 << 20  # config.json, tokenizer_config.json, generation_config.json
+MAX_POSITIONS = 32768  # max_position_embeddings (OPUS-MT's: 512, tc-big's 1024): nmt computes that table
 
 # nmt's part of each Marian layer part (the same parameter names below them: weight, bias).
 ENCODER_PARTS = {"self_attn.q_proj": "self_attn.q_proj", "self_attn.k_proj": "self_attn.k_proj",
@@ -118,6 +124,7 @@ def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[s
     table = pieces(vocab, rows)
     model_cfg = model_config(config, config_path, len(rows))
     weights_file, marian = read_weights(folder)
+    check_sizes(model_cfg, marian, weights_file, config_path)
     weights = nmt_weights(marian, model_cfg, rows, weights_file, config_path)
     tokenizer = spm_tokenizer_data(folder, table)
     search = search_defaults(folder, config, specials, notes)
@@ -146,46 +153,22 @@ def read_json(path: Path, required: bool = True) -> dict[str, Any]:
             return {}
         raise InputError(f"{path}: no such file; a Marian (OPUS-MT) folder has config.json, the weights, "
                          f"source.spm, target.spm and vocab.json: {GET_ONE}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e}); download the folder again") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: not a JSON object; download the folder again")
-    return data
+    return parse_json(path, MAX_BYTES.get(path.name, MAX_CONFIG_BYTES))
 
 
 def check_marian(config: dict[str, Any], path: Path) -> None:
     model_type = config.get("model_type")
     if model_type != "marian":
-        what = f"a {model_type!r} model" if model_type else "a config without model_type"
+        what = f"a {shown(model_type)} model" if model_type else "a config without model_type"
         raise InputError(f"{path}: {what}, not Marian; `nmt import marian` reads Marian (OPUS-MT) models only")
     for key in ("share_encoder_decoder_embeddings", "tie_word_embeddings"):
         if config.get(key, True) is not True:
             raise InputError(f"{path}: {key} is false: a Marian model with separate embedding tables, which "
                              "nmt (one table for both sides and the output) cannot import yet")
-    vocab, decoder_vocab = config.get("vocab_size"), config.get("decoder_vocab_size")
+    vocab, decoder_vocab = int_value(config, "vocab_size", path, low=1), config.get("decoder_vocab_size")
     if decoder_vocab is not None and decoder_vocab != vocab:
-        raise InputError(f"{path}: decoder_vocab_size {decoder_vocab} differs from vocab_size {vocab}: separate "
-                         "vocabularies, which nmt cannot import yet")
-
-
-def int_value(config: dict[str, Any], key: str, path: Path, default: Optional[int] = None) -> int:
-    value = config.get(key, default)
-    if isinstance(value, list) and len(value) == 1:  # eos_token_id may be a list of one
-        value = value[0]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InputError(f"{path}: {key} is {value!r}, not a whole number; download the folder again")
-    return value
-
-
-def float_value(config: dict[str, Any], key: str, path: Path, default: float) -> float:
-    value = config.get(key, default)
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise InputError(f"{path}: {key} is {value!r}, not a number; download the folder again")
-    return float(value)
+        raise InputError(f"{path}: decoder_vocab_size {shown(decoder_vocab)} differs from vocab_size {shown(vocab)}: "
+                         "separate vocabularies, which nmt cannot import yet")
 
 
 def read_vocab(folder: Path, tok_config: dict[str, Any]) -> dict[str, int]:
@@ -213,20 +196,16 @@ def read_vocab(folder: Path, tok_config: dict[str, Any]) -> dict[str, int]:
 def special_ids(config: dict[str, Any], path: Path, vocab: dict[str, int],
                 tok_config: dict[str, Any]) -> dict[str, int]:
     """Marian's pad, unk, eos and decoder-start ids."""
-    size = len(vocab)
+    last = len(vocab) - 1
     unk_token = tok_config.get("unk_token", "<unk>")
     if isinstance(unk_token, dict):  # an AddedToken, serialised
         unk_token = unk_token.get("content")
-    if unk_token not in vocab:
-        raise InputError(f"{path.parent / 'vocab.json'}: no unknown-word piece {unk_token!r}; download the folder "
-                         "again")
-    pad = int_value(config, "pad_token_id", path)
-    ids = {"pad": pad, "unk": vocab[unk_token], "eos": int_value(config, "eos_token_id", path),
-           "start": int_value(config, "decoder_start_token_id", path, pad)}
-    for name, i in ids.items():
-        if i >= size:
-            raise InputError(f"{path}: the {name} id {i} lies outside the vocabulary of {size}; download the "
-                             "folder again")
+    if not isinstance(unk_token, str) or unk_token not in vocab:
+        raise InputError(f"{path.parent / 'vocab.json'}: no unknown-word piece {shown(unk_token)}; download the "
+                         "folder again")
+    pad = int_value(config, "pad_token_id", path, high=last)
+    ids = {"pad": pad, "unk": vocab[unk_token], "eos": int_value(config, "eos_token_id", path, high=last),
+           "start": int_value(config, "decoder_start_token_id", path, pad, high=last)}
     if len({ids["pad"], ids["unk"], ids["eos"]}) < 3:
         raise InputError(f"{path}: pad, unk and eos share ids ({ids}); nmt needs them distinct")
     return ids
@@ -250,26 +229,29 @@ def pieces(vocab: dict[str, int], rows: list[int]) -> list[str]:
 
 def model_config(config: dict[str, Any], path: Path, vocab_size: int) -> ModelConfig:
     """nmt's ModelConfig of config.json's Marian architecture."""
-    for ours, (enc, dec) in {"heads": ("encoder_attention_heads", "decoder_attention_heads"),
-                             "feed-forward width": ("encoder_ffn_dim", "decoder_ffn_dim")}.items():
-        if config.get(enc) != config.get(dec):
-            raise InputError(f"{path}: {enc} {config.get(enc)} differs from {dec} {config.get(dec)}; nmt's encoder "
+    sizes = {key: int_value(config, key, path, low=1) for key in (
+        "d_model", "encoder_attention_heads", "decoder_attention_heads", "encoder_layers", "decoder_layers",
+        "encoder_ffn_dim", "decoder_ffn_dim")}
+    for ours, enc, dec in (("number of heads", "encoder_attention_heads", "decoder_attention_heads"),
+                           ("feed-forward width", "encoder_ffn_dim", "decoder_ffn_dim")):
+        if sizes[enc] != sizes[dec]:
+            raise InputError(f"{path}: {enc} {sizes[enc]} differs from {dec} {sizes[dec]}; nmt's encoder "
                              f"and decoder share one {ours}")
+    if sizes["d_model"] % sizes["encoder_attention_heads"]:
+        raise InputError(f"{path}: encoder_attention_heads {sizes['encoder_attention_heads']} does not divide "
+                         f"d_model {sizes['d_model']}; download the folder again")
     activation = config.get("activation_function", "gelu")
-    if activation not in ACTIVATIONS:
-        raise InputError(f"{path}: activation_function {activation!r} has no nmt equivalent (nmt has "
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise InputError(f"{path}: activation_function {shown(activation)} has no nmt equivalent (nmt has "
                          f"{', '.join(sorted(ACTIVATIONS))})")
     values = dict(
-        vocab_size=vocab_size, d_model=int_value(config, "d_model", path),
-        n_heads=int_value(config, "encoder_attention_heads", path),
-        encoder_layers=int_value(config, "encoder_layers", path),
-        decoder_layers=int_value(config, "decoder_layers", path),
-        d_ff=int_value(config, "encoder_ffn_dim", path), dropout=float_value(config, "dropout", path, 0.1),
-        attention_dropout=float_value(config, "attention_dropout", path, 0.0),
-        activation_dropout=float_value(config, "activation_dropout", path, 0.0),
-        max_positions=int_value(config, "max_position_embeddings", path), positions="sinusoidal-halves",
-        norm="post", activation=ACTIVATIONS[activation], scale_embeddings=bool(config.get("scale_embedding", False)),
-        output_bias=True)
+        vocab_size=vocab_size, d_model=sizes["d_model"], n_heads=sizes["encoder_attention_heads"],
+        encoder_layers=sizes["encoder_layers"], decoder_layers=sizes["decoder_layers"], d_ff=sizes["encoder_ffn_dim"],
+        **{key: float_value(config, key, path, default, low=0.0, high=1.0)
+           for key, default in (("dropout", 0.1), ("attention_dropout", 0.0), ("activation_dropout", 0.0))},
+        max_positions=int_value(config, "max_position_embeddings", path, low=1, high=MAX_POSITIONS),
+        positions="sinusoidal-halves", norm="post", activation=ACTIVATIONS[activation],
+        scale_embeddings=bool(config.get("scale_embedding", False)), output_bias=True)
     try:
         return Overrides(ModelConfig, values).apply()
     except ConfigError as e:
@@ -312,7 +294,7 @@ def read_weights_file(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file
-        raise InputError(f"{path}: not readable PyTorch weights ({one_line(e, 160)}); download it again") from None
+        raise InputError(f"{path}: not readable PyTorch weights ({load_failure(e)}); download it again") from None
     return path, by_marian_name(state, path)
 
 
@@ -326,6 +308,25 @@ def by_marian_name(state: object, path: Path) -> dict[str, torch.Tensor]:
             raise InputError(f"{path}: {name} holds NaN or infinite values; download it again")
         out[name[len("model."):] if name.startswith("model.") else name] = tensor.float()
     return out
+
+
+def check_sizes(cfg: ModelConfig, marian: dict[str, torch.Tensor], path: Path, config_path: Path) -> None:
+    """config.json's sizes against the weights' (which the file's size bounds), before nmt's model of them is
+    built: the layers of each stack, the width and the feed-forward width."""
+    held = {key: len({name.split(".")[2] for name in marian if name.startswith(f"{stack}.layers.")})
+            for key, stack in (("encoder_layers", "encoder"), ("decoder_layers", "decoder"))}
+    table = next((marian[name] for name in EMBEDDINGS if name in marian), None)
+    fc1 = marian.get("encoder.layers.0.fc1.weight")
+    if table is not None and table.dim() == 2:
+        held["d_model"] = table.shape[1]
+    if fc1 is not None and fc1.dim() == 2:
+        held["encoder_ffn_dim"] = fc1.shape[0]
+    given = {"encoder_layers": cfg.encoder_layers, "decoder_layers": cfg.decoder_layers, "d_model": cfg.d_model,
+             "encoder_ffn_dim": cfg.d_ff}
+    for key, size in held.items():
+        if given[key] != size:
+            raise InputError(f"{config_path}: {key} is {given[key]}, but the weights of {path} have {size}; the "
+                             "folder mixes files of two models: download it again")
 
 
 def marian_name(nmt_name: str) -> Optional[str]:
@@ -344,7 +345,8 @@ def marian_name(nmt_name: str) -> Optional[str]:
 def nmt_weights(marian: dict[str, torch.Tensor], cfg: ModelConfig, rows: list[int], path: Path,
                 config_path: Path) -> dict[str, torch.Tensor]:
     """nmt's state dict from Marian's weights: layers renamed, embedding rows and output bias renumbered."""
-    expected = Transformer(cfg).state_dict()
+    with torch.device("meta"):  # the shapes only: nothing allocated before they match the weights on disk
+        expected = Transformer(cfg).state_dict()
     embeddings = [name for name in EMBEDDINGS if name in marian]
     if not embeddings:
         raise InputError(f"{path}: no embedding table ({', '.join(EMBEDDINGS)}); not the weights of a Marian model")
@@ -388,10 +390,7 @@ def spm_tokenizer_data(folder: Path, table: list[str]) -> dict[str, Any]:
     data: dict[str, Any] = {"kind": SENTENCEPIECE, "version": 1}
     for side, name in (("source", "source.spm"), ("target", "target.spm")):
         path = folder / name
-        try:
-            model = path.read_bytes()
-        except OSError as e:
-            raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
+        model = read_bounded(path, MAX_BYTES[name])
         try:
             load_tokenizer({**data, "source": model, "pieces": table}, str(path))
         except InputError:
@@ -413,9 +412,10 @@ def search_defaults(folder: Path, config: dict[str, Any], specials: dict[str, in
     generation = read_json(path, required=False)
     where = path if generation else folder / "config.json"
     settings = {**config, **generation}
-    values: dict[str, Any] = {"lenpen_type": "power", "lenpen": float_value(settings, "length_penalty", where, 1.0)}
+    values: dict[str, Any] = {"lenpen_type": "power", "lenpen": float_value(settings, "length_penalty", where, 1.0,
+                                                                            -MAX_LENPEN, MAX_LENPEN)}
     if "num_beams" in settings:
-        values["beam"] = int_value(settings, "num_beams", where)
+        values["beam"] = int_value(settings, "num_beams", where, low=1, high=MAX_BEAM)
     if "max_length" in settings:
         values.update(max_len_a=0.0, max_len_b=max(int_value(settings, "max_length", where) - 2, 1))
     ignored = [key for key, off in (("no_repeat_ngram_size", 0), ("repetition_penalty", 1.0), ("min_length", 0),
@@ -435,22 +435,29 @@ def search_defaults(folder: Path, config: dict[str, Any], specials: dict[str, in
 
 def find_languages(folder: Path, tok_config: dict[str, Any], src: Optional[str], tgt: Optional[str],
                    notes: list[str]) -> tuple[str, str]:
-    """--src/--tgt, else tokenizer_config.json's source_lang/target_lang, else the folder's name (opus-mt-en-de)."""
+    """--src/--tgt, else tokenizer_config.json's source_lang/target_lang, else the folder's name (opus-mt-en-de);
+    lower-cased (EN is en), each a language code (`LANGUAGE`), the two different."""
     found = {"src": src, "tgt": tgt}
+    given = {key: f"`{key}`" for key, value in found.items() if value is not None}
     for key, config_key in (("src", "source_lang"), ("tgt", "target_lang")):
         if found[key] is None and isinstance(tok_config.get(config_key), str) and tok_config[config_key]:
             found[key] = tok_config[config_key]
-    named = FOLDER_LANGUAGES.search(folder.resolve().name)
-    if (found["src"] is None or found["tgt"] is None) and named:
+            given[key] = f"{folder / 'tokenizer_config.json'}: {config_key}"
+    named = FOLDER_LANGUAGES.search(folder.resolve().name.lower())
+    from_name = (found["src"] is None or found["tgt"] is None) and named is not None
+    if named and from_name:
         found = {"src": found["src"] or named.group(1), "tgt": found["tgt"] or named.group(2)}
-        notes.append(f"note: languages {found['src']}-{found['tgt']} taken from the folder's name; "
-                     "give `src` and `tgt` to set them")
     if found["src"] is None or found["tgt"] is None:
         raise InputError(f"{folder}: the languages are not recorded (tokenizer_config.json has no source_lang and "
                          "target_lang); give them: `src` en `tgt` de")
-    src, tgt = found["src"], found["tgt"]
+    src, tgt = found["src"].lower(), found["tgt"].lower()
     for key, value in (("src", src), ("tgt", tgt)):
         if not LANGUAGE.fullmatch(value):
-            raise InputError(f"`{key}` {value!r}: not a language code (letters, digits, - and _); give `{key}`")
+            raise InputError(f"{given.get(key, folder)} {shown(found[key])}: not a language code (such as en, eng or "
+                             f"pt-br); give `{key}`")
+    if src == tgt:
+        raise InputError(f"`src` and `tgt` are both {src!r}: a model translates between two languages; give them: "
+                         "`src` en `tgt` de")
+    if from_name:
+        notes.append(f"note: languages {src}-{tgt} taken from the folder's name; give `src` and `tgt` to set them")
     return src, tgt
-

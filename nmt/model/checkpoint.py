@@ -35,7 +35,7 @@ from nmt.config import (
     to_dict,
 )
 from nmt.core.errors import CheckpointError, ConfigError, DataError, InputError, OutputError
-from nmt.core.files import atomic_write, is_checkpoint_file  # noqa: F401 (re-exported)
+from nmt.core.files import atomic_write, is_checkpoint_file, same_file  # noqa: F401 (re-exported)
 from nmt.core.identity import DataIdentity
 from nmt.model.transformer import Transformer
 
@@ -45,6 +45,7 @@ STEP_NAME = "checkpoint_{:08d}.pt"
 STEP_PATTERN = re.compile(r"^checkpoint_(\d{8})\.pt$")
 # The best checkpoint by validation BLEU; STEP_PATTERN does not match it, so averaging and pruning skip it.
 BEST_NAME = "checkpoint_best.pt"
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour codes, as in torch's weights-only message
 DAMAGED_SUFFIX = ".damaged"  # a step checkpoint that resume skipped, renamed so that nothing picks it up again
 
 
@@ -285,15 +286,27 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoi
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file, not a bug
-        if isinstance(e, pickle.UnpicklingError) or not str(e).strip():
-            why = "not a torch checkpoint of plain data"  # torch's own text suggests unsafe loading: don't
-        else:
-            why = str(e).strip().splitlines()[0][:160]
-        raise CheckpointError(f"{path}: not a readable nmt checkpoint ({why}); was it truncated or written by "
-                              "another tool?") from None
+        raise CheckpointError(f"{path}: not a readable nmt checkpoint ({load_failure(e)}); was it truncated or "
+                              "written by another tool?") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an nmt checkpoint (no '{FORMAT}' header); train one with `nmt train`")
     return Checkpoint.from_payload(migrate(payload, path), path)
+
+
+def load_failure(e: Exception) -> str:
+    """Why `torch.load(weights_only=True)` failed, as a few whole words: nmt's own where the file holds objects
+    other than plain data (torch's text for it advises loading it unsafely, which nmt never does), else the
+    first sentence of torch's message, without its terminal colours."""
+    text = " ".join(_COLOURS.sub("", str(e)).split())
+    if isinstance(e, pickle.UnpicklingError) and "weights only" in text.lower().replace("_", " "):
+        code = re.search(r"GLOBAL ([\w.]{1,80})", text)
+        if code:
+            return f"it calls Python code ({code.group(1)}), which nmt never runs: it loads tensors and plain data only"
+        return "not a pickle of tensors and plain data: damaged or foreign"
+    sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".")
+    if len(sentence) > 160:
+        sentence = sentence[:160].rsplit(" ", 1)[0] + " ..."
+    return sentence or ("it ends too soon" if isinstance(e, EOFError) else "not a torch file of plain data")
 
 
 def tokenizer_data(path: Path) -> dict[str, Any]:
@@ -370,7 +383,8 @@ def average(paths: list[Path]) -> Checkpoint:
     """An inference checkpoint whose parameters are the elementwise mean of those of `paths`.
 
     All checkpoints must share the model config, the data (languages) and the tokenizer; means are
-    accumulated in float64.
+    accumulated in float64. Each counts once: a copy of another (checkpoint_best.pt is one of the step it was
+    best at) or an average of others among `paths` is refused (`check_counted_once`).
     """
     if not paths:
         raise InputError("no checkpoints to average; name files or a run folder with `last` N")
@@ -378,6 +392,8 @@ def average(paths: list[Path]) -> Checkpoint:
     check_weights(first.weights, paths[0])
     sums: dict[str, torch.Tensor] = {k: v.double() if v.is_floating_point() else v.clone()
                                      for k, v in first.weights.items()}
+    at_update: dict[int, list[Path]] = {}
+    check_counted_once(first, paths[0], at_update, paths)
     for path in paths[1:]:
         ckpt = load(path)
         if ckpt.model_config != first.model_config or ckpt.tokenizer != first.tokenizer or ckpt.data != first.data:
@@ -388,6 +404,7 @@ def average(paths: list[Path]) -> Checkpoint:
         check_same_run(ckpt, first, path, paths[0])
         check_weights(ckpt.weights, path)
         check_same_tensors(ckpt.weights, first.weights, path, paths[0])
+        check_counted_once(ckpt, path, at_update, paths)
         for k, v in ckpt.weights.items():
             if v.is_floating_point():
                 sums[k] += v.double()
@@ -396,6 +413,24 @@ def average(paths: list[Path]) -> Checkpoint:
     n = len(paths)
     weights = {k: (v / n).to(first.weights[k].dtype) if v.is_floating_point() else v for k, v in sums.items()}
     return dataclasses.replace(first.for_inference(), weights=weights, averaged=[str(p) for p in paths])
+
+
+def check_counted_once(ckpt: Checkpoint, path: Path, at_update: dict[int, list[Path]], paths: list[Path]) -> None:
+    """CheckpointError when `ckpt` (at `path`) holds the weights of a checkpoint averaged before it (one of those
+    of its update in `at_update`, to which this adds it), or is itself an average of another of `paths`: either
+    would count twice."""
+    for member in ckpt.averaged:
+        twice = next((p for p in paths if p != path and same_file(p, member)), None)
+        if twice is not None:
+            raise CheckpointError(f"{path} is an average of {twice}, also given: {twice} would count twice; "
+                                  "give the step checkpoints or their average, not both")
+    for earlier in at_update.setdefault(ckpt.state.updates, []):
+        weights = load(earlier).weights
+        if weights.keys() == ckpt.weights.keys() and all(torch.equal(v, ckpt.weights[k]) for k, v in weights.items()):
+            raise CheckpointError(f"{path} holds the weights of {earlier} (update {ckpt.state.updates}), also given: "
+                                  "they would count twice; give each checkpoint once (checkpoint_best.pt is a copy "
+                                  "of the step checkpoint it was best at)")
+    at_update[ckpt.state.updates].append(path)
 
 
 def check_same_run(ckpt: Checkpoint, first: Checkpoint, path: Path, first_path: Path) -> None:

@@ -12,7 +12,7 @@ from nmt.inference.engines import Engine as TranslationEngine
 from nmt.serve.backend import ModelInfo, TranslateFn, translate_function
 from nmt.serve.batcher import Batcher
 from nmt.serve.http_errors import install_handlers
-from nmt.serve.keyfiles import check_files, read_api_keys
+from nmt.serve.keyfiles import check_files
 from nmt.serve.libre import router as libre_router
 from nmt.serve.middleware import Gate, Metrics, RequestRecord
 from nmt.serve.routes import router as own_router
@@ -37,15 +37,19 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
 def create_app(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, translate: Optional[TranslateFn] = None,
                on_ready: Callable[[], None] = lambda: None,
                on_done: Callable[[RequestRecord], None] = lambda r: None,
-               on_error: Callable[[str], None] = lambda line: None) -> Gate:
+               on_error: Callable[[str], None] = lambda line: None,
+               keys: Optional[frozenset[str]] = None) -> Gate:
     """The ASGI application (see docs/commands/serve.md for the API): FastAPI behind a `Gate`.
 
     `translate`: what the worker calls (default: `engine` with per-request search settings); `on_ready` once the
-    model is warm; `on_done(record)` after each request; `on_error(line)` for each failure no handler expected."""
+    model is warm; `on_done(record)` after each request; `on_error(line)` for each failure no handler expected;
+    `keys`: what `check_files(cfg)` returned, where the caller has checked the files already (None: they are
+    checked, and the keys read, here)."""
     from fastapi_offline import FastAPIOffline  # /docs and /redoc from files in the package, not from a CDN
 
     cfg = cfg.validate().for_engine(getattr(engine, "name", "torch"))
-    check_files(cfg)
+    if keys is None:
+        keys = check_files(cfg)
     app = FastAPIOffline(title="nmt", description=f"Translation {info.src} -> {info.tgt} with {info.name}",
                          lifespan=lifespan)
     install_handlers(app)
@@ -54,8 +58,7 @@ def create_app(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, tra
     metrics = Metrics({getattr(route, "path", "") for route in app.routes})
     batcher = Batcher(translate or translate_function(engine), cfg, metrics.on_batch)
     metrics.watch_queue(lambda: batcher.queued_lines)
-    app.state.service = Service(batcher, cfg, info, engine.search_cfg,
-                                read_api_keys(cfg.api_keys) if cfg.api_keys is not None else None)
+    app.state.service = Service(batcher, cfg, info, engine.search_cfg, keys)
     app.state.metrics = metrics
     app.state.warm_up = lambda: engine.translate_chunk(["warm up"])
     app.state.on_ready = on_ready

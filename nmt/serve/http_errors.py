@@ -6,7 +6,8 @@ import the web stack when they are installed or called.
 A message is the answer's text as the client reads it. One that names a setting of the server (`max_lines`,
 written by nmt.core.errors.ref) is rendered when raised with nmt.config.flags.as_flags, as the options the
 server was started with (--max-lines); one about a request's own fields (beam, nbest) with `as_fields`, as
-the request names them. Text a client sent is never rendered.
+the request names them. Text a client sent is never rendered, and is quoted only through `shown` (short, and
+escaped where it is not printable: a lone surrogate such as JSON's "\\ud800" cannot be encoded in an answer).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 # FastAPI's message when a body cannot be read as JSON at all (e.g. invalid UTF-8).
 UNPARSED_BODY = "There was an error parsing the body"
 NOT_JSON = "the body is not valid JSON (in UTF-8)"
+SHOWN_CHARS = 40  # characters of a client's value that a message quotes at most
 
 
 class RequestError(Exception):
@@ -53,10 +55,19 @@ class ClientGone(RequestError):
     status = 499
 
 
+def shown(value: str) -> str:
+    """A value a client sent, as a message may quote it: its first SHOWN_CHARS characters (a 1 MB field is not
+    sent back), each one that is not printable (a control character, a lone surrogate) escaped as Python writes it."""
+    head = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in value[:SHOWN_CHARS])
+    return head + ("..." if len(value) > SHOWN_CHARS else "")
+
+
 def error_response(status: int, message: str, headers: Optional[dict[str, str]] = None) -> JSONResponse:
-    """The JSON answer of every error: `{"error": message}` with `status`."""
+    """The JSON answer of every error: `{"error": message}` with `status`. A lone surrogate that reached the
+    message (in an exception's text) is written escaped, not as the UTF-8 it cannot be encoded in."""
     from starlette.responses import JSONResponse
 
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
@@ -77,8 +88,8 @@ async def on_invalid(request: Any, e: Exception) -> Any:
     errors = e.errors()  # type: ignore[attr-defined]
     if any(err.get("type") == "json_invalid" for err in errors):
         return error_response(400, NOT_JSON)
-    where = "; ".join(f"{'.'.join(str(p) for p in err.get('loc', ())[1:]) or 'body'}: {err.get('msg')}"
-                      for err in errors[:5])
+    where = "; ".join(f"{shown('.'.join(str(p) for p in err.get('loc', ())[1:])) or 'body'}: {err.get('msg')}"
+                      for err in errors[:5])  # a location may be a field name the client made up
     return error_response(422, f"invalid request: {where}")
 
 

@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ValidationError
 
-from nmt.config import MAX_BEAM
-from nmt.serve.http_errors import NOT_JSON, RequestError
+from nmt.config.flags import as_flags
+from nmt.core.errors import ref
+from nmt.serve.http_errors import NOT_JSON, RequestError, shown
 from nmt.serve.schemas import ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest, LibreResponse
 from nmt.serve.service import Service, split
 
@@ -69,16 +70,18 @@ async def translate(request: Request) -> dict[str, Any]:
     req = parse(LibreRequest, await fields(request, service))
     service.check_key(req.api_key)
     if req.source not in ("auto", info.src) or req.target != info.tgt:
-        raise RequestError(f"this server translates {info.src} to {info.tgt}, not {req.source} to {req.target}", 400)
+        raise RequestError(f"this server translates {info.src} to {info.tgt}, not {shown(req.source)} to "
+                           f"{shown(req.target)}", 400)
     if req.format not in ("text", ""):
-        raise RequestError(f"{req.format} format is not supported: this server translates plain text", 400)
-    if req.alternatives > MAX_BEAM - 1:
-        raise RequestError(f"Invalid request: alternatives parameter must be <= {MAX_BEAM - 1}", 400)
+        raise RequestError(f"{shown(req.format)} format is not supported: this server translates plain text", 400)
+    if req.alternatives > service.widest - 1:  # in LibreTranslate's words
+        raise RequestError(as_flags(f"Invalid request: alternatives parameter must be <= {service.widest - 1} "
+                                    f"({ref('max_beam')} {service.widest})"), 400)
     texts = [req.q] if isinstance(req.q, str) else req.q
     if not req.q:
         raise RequestError("Invalid request: missing q parameter", 400)
     lines = service.lines(texts, split_lines=True)
-    done = await service.translate(request, lines, service.search_for({"nbest": req.alternatives + 1}))
+    done = await service.translate(request, lines, service.search_for({"nbest": req.alternatives + 1}, 400))
     results, alternatives, at = [], [], 0
     for text in texts:
         mine = done[at : at + len(split(text))]

@@ -87,9 +87,10 @@ SWITCH_INTERVAL = 0.0001  # seconds: how often Python's threads may take the GIL
 
 
 def serve(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, sock: socket.socket,
-          log: Callable[[str], None] = lambda s: None) -> None:
+          log: Callable[[str], None] = lambda s: None, keys: Optional[frozenset[str]] = None) -> None:
     """Run the server on `sock` (from `listen`) until SIGINT/SIGTERM: it then stops accepting, answers what is
-    in flight within --drain-timeout, cuts what is left, and returns after one summary line."""
+    in flight within --drain-timeout, cuts what is left, and returns after one summary line. `keys`: what
+    `check_files(cfg)` returned (None: the files are checked, and the keys read, when the application is made)."""
     import uvicorn
 
     from nmt.serve.app import create_app
@@ -102,7 +103,8 @@ def serve(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, sock: so
 
     with access_log(cfg.access_log) as write:
         gate = create_app(engine, info, cfg, on_ready=ready, on_error=lambda line: log(f"error: {line}"),
-                          on_done=(lambda record: write(access_line(record))) if write else (lambda record: None))
+                          on_done=(lambda record: write(access_line(record))) if write else (lambda record: None),
+                          keys=keys)
         config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on",
                                 timeout_graceful_shutdown=BACKSTOP)
         server = DrainingServer(config, gate, cfg.drain_timeout, log)

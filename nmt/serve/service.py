@@ -37,8 +37,10 @@ class Service:
             return
         if not key:
             raise RequestError("Missing API key: give api_key", 403)
-        # Compared in constant time, so that the answer's timing tells nothing about the keys.
-        if not any(hmac.compare_digest(key.encode(), k.encode()) for k in self.keys):
+        # Compared in constant time, so that the answer's timing tells nothing about the keys. A key holding a
+        # lone surrogate (JSON's "\ud800") is no key of the file (which is UTF-8) yet must still be compared.
+        given = key.encode("utf-8", "surrogatepass")
+        if not any(hmac.compare_digest(given, k.encode()) for k in self.keys):
             raise RequestError("Invalid API key", 403)
 
     def lines(self, text: Union[str, list[str]], split_lines: bool = False) -> list[str]:
@@ -67,10 +69,21 @@ class Service:
                                        "not text; send valid Unicode", 400) from None
         return lines
 
-    def search_for(self, settings: dict[str, Any]) -> SearchConfig:
-        """The default search with the settings this request gives (beam, nbest, ...; None: the default; 422
-        when out of range). A request's n-best widens the beam to match."""
+    @property
+    def widest(self) -> int:
+        """The widest search a request may ask for (beam, nbest): --max-beam, or the server's own default
+        search where that is wider."""
+        return max(self.cfg.max_beam, self.search.beam, self.search.nbest)
+
+    def search_for(self, settings: dict[str, Any], status: int = 422) -> SearchConfig:
+        """The default search with the settings this request gives (beam, nbest, ...; None: the default;
+        `status` when out of range or wider than --max-beam). A request's n-best widens the beam to match."""
         given = {name: value for name, value in settings.items() if value is not None}
+        for name in ("beam", "nbest"):
+            value = given.get(name)
+            if isinstance(value, int) and value > self.widest:
+                raise RequestError(as_flags(f"{name} {value}: this server searches at most {self.widest} wide per "
+                                            f"request ({ref('max_beam')})"), status)
         try:
             for name, value in given.items():
                 check_field(SearchConfig, name, value)
@@ -79,7 +92,7 @@ class Service:
                 search = dataclasses.replace(search, beam=search.nbest)  # n-best needs a beam that wide
             return search.validate()
         except ConfigError as e:
-            raise RequestError(as_fields(str(e)), 422) from None  # the request's own fields, as it names them
+            raise RequestError(as_fields(str(e)), status) from None  # the request's own fields, as it names them
 
     async def translate(self, request: Any, lines: list[str], search: SearchConfig) -> list[Translation]:
         """The translations of `lines`, in order, from the batcher. A request whose client leaves, or that

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from nmt.config import SearchConfig
-from nmt.core.errors import ref
+from nmt.core.errors import OutputError, ref
 from nmt.core.files import atomic_write, check_output_dir, read_lines
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.data.dataset import prepare
@@ -23,6 +23,10 @@ SRC, TGT = "en", "de"
 VOCAB_SIZE = 1000
 TRAIN = dict(max_updates=400, save_interval=40, valid_interval=100, keep_last=5, log_interval=10)
 AVERAGE_LAST = 5
+# The file that makes a folder the demo's: written into `--out` before anything else, so that a later demo may
+# write over that folder again, and no other folder that holds anything.
+MARKER = ".nmt-demo"
+MARKER_TEXT = "This folder is the output of `nmt demo`: a later `nmt demo --out` into it writes over its files.\n"
 
 
 @dataclass
@@ -36,8 +40,7 @@ def run_demo(out: Path, max_updates: Optional[int] = None, progress: ProgressFn 
              sample_dir: Path = SAMPLE_DIR, n_samples: int = 5) -> DemoResult:
     """bpe -> prepare -> train (tiny preset) -> average -> translate (beam 4) -> eval, all under `out`."""
     start = time.monotonic()
-    check_output_dir(out, ref("out"))
-    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out)
 
     def step(message: str) -> None:
         progress(Progress("demo", message=f"[{time.monotonic() - start:5.0f}s] {message}"))
@@ -65,3 +68,15 @@ def run_demo(out: Path, max_updates: Optional[int] = None, progress: ProgressFn 
     scores = score(hyps, refs, f"{out}/test.hyp.{TGT}", f"test.{TGT}")
     samples = list(zip(sources, hyps, refs))[:n_samples]
     return DemoResult(samples, scores, time.monotonic() - start)
+
+
+def claim_folder(out: Path) -> None:
+    """Make `out` the demo's folder (MARKER in it) before the demo writes anything: a new or empty folder, or
+    one an earlier demo marked. OutputError for a folder that holds anything else (a user's bpe.model and
+    data/ would be written over), leaving it as it is."""
+    check_output_dir(out, ref("out"))
+    if out.is_dir() and not (out / MARKER).is_file() and any(out.iterdir()):
+        raise OutputError(f"{ref('out')} {out}: holds files and is not an earlier demo's folder (no {MARKER} in it), "
+                          "and the demo writes bpe.model, data/, run/ and more into it; choose a new or empty folder")
+    with atomic_write(out / MARKER, "w") as f:  # (creates `out`)
+        f.write(MARKER_TEXT)

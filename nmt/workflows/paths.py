@@ -46,9 +46,12 @@ def run_folder_owns(relative: str, option: str) -> bool:
 
 
 def data_folder_owns(relative: str, option: str) -> bool:
-    """A data folder is nmt prepare's own: it holds no inputs but the store's own bpe.model given as --bpe
-    (written back, byte for byte)."""
-    return not (relative == "bpe.model" and option == "--bpe")
+    """A data folder is nmt prepare's own: it holds no inputs but the store's own tokenizer model given as --bpe,
+    which prepare writes back byte for byte under its name: a joint model of any kind (bpe.model, spm.model),
+    not a side of a SentencePiece pair (source.spm, which a joint model would replace)."""
+    from nmt.text.tokenizer import TOKENIZER_KINDS  # the tokenizer libraries: only when prepare runs
+
+    return not (option == "--bpe" and relative in {kind.joint_file for kind in TOKENIZER_KINDS.values()})
 
 
 def heatmaps_own(relative: str, option: str) -> bool:

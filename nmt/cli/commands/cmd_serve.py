@@ -30,9 +30,10 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     check_distinct("--model", o.model)
     options = inference.apply()
     cfg = (server | Overrides(ServeConfig, {"max_batch_sentences": options.batch_size})).apply()
-    check_files(cfg)  # now, not once the model is loaded
+    keys = check_files(cfg)  # now, not once the model is loaded; read once (a pipe cannot be read again)
     set_threads(options.threads)
     sock = listen(o.host, o.port)
     log = message_logger()  # the server's log: messages, not each batch's progress
     engine = open_engine(o.model, search, options, progress=log)
-    serve(engine, model_info(o.model, engine), cfg, sock, log=lambda message: log(Progress("serve", message=message)))
+    serve(engine, model_info(o.model, engine), cfg, sock, log=lambda message: log(Progress("serve", message=message)),
+          keys=keys)
