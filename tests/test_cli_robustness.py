@@ -722,9 +722,10 @@ def test_a_byte_order_mark_is_not_text(workspace):
 
 
 def test_an_ensemble_of_two_directions_is_refused(tiny_checkpoint, tmp_path):
+    """(`nmt serve` serves each direction of its --model with its own model: tests/test_serve.py.)"""
     reverse = with_data(tiny_checkpoint, tmp_path / "de-en.pt", src="de", tgt="en")
     (tmp_path / "in.en").write_text("a man .\n")
-    for args in (["translate", "-i", tmp_path / "in.en"], ["serve", "--port", 0],
+    for args in (["translate", "-i", tmp_path / "in.en"],
                  ["eval", "--src", tmp_path / "in.en", "--ref", tmp_path / "in.en"]):
         assert_cli_error(cli(*args, "-m", tiny_checkpoint, "-m", reverse), "de -> en", "en -> de", "one direction")
 

@@ -3,6 +3,7 @@ on a terminal only and stays useful at 80 columns."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import time
@@ -135,3 +136,133 @@ def test_the_distribution_name_is_free_of_the_other_nmt():
     hints = [f"{p.name}: {m.group(0)}" for p in texts for m in re.finditer(r"pip install [\"']?nmt\b(?!-toolkit)[^\s`]*",
                                                                             p.read_text(encoding="utf-8"))]
     assert hints == []
+
+
+# Messages are text: what the user gives (paths, config values, translations, file names) is printed as it is,
+# never read as rich markup (`[model]` would vanish, `[/]` would raise) nor as an emoji code (`:smile:`).
+HOSTILE = ["[model]", "[bold]x[/bold]", "a\\[b", "run/avg[best].pt", "back\\\\slash\\\\", ":smile:", "run:smile:.pt",
+           "🙂", "[/]", "[link=http://x]y[/link]", "[red]error[/red] [b]"]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\]8;[^\x1b]*\x1b\\")  # colors and cursor moves; links (OSC 8)
+
+
+def rich_defaults(monkeypatch, is_terminal: bool = False) -> Console:
+    """console.err replaced by a Console with rich's defaults (markup, emoji and highlighting on): the code must
+    hand text to rich as text, not rely on how err is set up."""
+    screen = Console(file=io.StringIO(), force_terminal=is_terminal, color_system="truecolor", width=200)
+    monkeypatch.setattr(console, "err", screen)
+    return screen
+
+
+def shown(screen: Console) -> str:
+    return ANSI.sub("", screen.file.getvalue()).replace("\r", "\n")
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_an_error_line_is_its_text(text, monkeypatch):
+    from nmt.cli.main import report_error
+    from nmt.core.errors import InputError
+
+    screen = rich_defaults(monkeypatch, is_terminal=True)
+    assert report_error(InputError(text)) == 1
+    assert shown(screen) == f"error: {text}\n"
+    assert "\x1b[31merror: " in screen.file.getvalue()  # our own style stays: a red "error:"
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+@pytest.mark.parametrize("logger", ["message_logger", "plain_logger"])
+def test_a_logged_message_is_its_text(text, logger, monkeypatch):
+    screen = rich_defaults(monkeypatch)
+    getattr(console, logger)()(Progress("train", message=f"saved {text}"))
+    assert shown(screen) == f"saved {text}\n"
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+@pytest.mark.parametrize("display", ["progress_display", "translation_progress"])
+def test_a_message_above_a_bar_is_its_text(text, display, monkeypatch):
+    screen = rich_defaults(monkeypatch, is_terminal=True)
+    bar = console.progress_display() if display == "progress_display" else console.translation_progress(10)
+    with bar as report:
+        report(Progress("translate", message=f"saved {text}"))
+    assert f"saved {text}" in shown(screen).splitlines()
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_a_task_and_its_figures_are_text(text, monkeypatch):
+    """A task's name and a figure of its line (the logged line; the bar's description and info columns)."""
+    screen = rich_defaults(monkeypatch)
+    console.plain_logger(min_interval=0)(Progress(text, done=2, total=2, unit="files", info={"file": text}))
+    assert shown(screen) == f"{text} 2/2 files | file {text}\n"
+
+    screen = rich_defaults(monkeypatch, is_terminal=True)
+    with console.progress_display() as report:
+        report(Progress(text, done=1, total=2, unit="files", info={"file": text}))
+    last = [line for line in shown(screen).splitlines() if line.strip()][-1]
+    assert last.startswith(f"{text} ") and last.rstrip().endswith(f"file {text}"), last
+    assert f"\x1b[1m{text}" in screen.file.getvalue()  # our own style stays: a bold task name
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_say_and_err_print_text_as_it_is(text, capsys):
+    """The real console: say() (every command's message) and a plain err.print of a str alike."""
+    console.say(text)
+    console.err.print(text)
+    assert capsys.readouterr().err == f"{text}\n{text}\n"
+
+
+@pytest.mark.parametrize("logger", ["message_logger", "plain_logger", "progress_display"])
+def test_the_logged_training_configuration_keeps_its_sections(logger, monkeypatch):
+    """`nmt train` logs its resolved configuration (a TOML file): `[model]` and `[train]` are section headers."""
+    from nmt.config import ModelConfig, TrainConfig, to_toml
+
+    screen = rich_defaults(monkeypatch, is_terminal=logger == "progress_display")
+    message = f"configuration (run[best]/config.toml):\n{to_toml(ModelConfig(), TrainConfig()).rstrip()}"
+    display = console.progress_display() if logger == "progress_display" else contextlib.nullcontext(
+        getattr(console, logger)())
+    with display as report:
+        report(Progress("train", message=message))
+    lines = shown(screen).splitlines()
+    assert "[model]" in lines and "[train]" in lines and "configuration (run[best]/config.toml):" in lines
+    assert message in shown(screen)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_a_table_cell_is_its_text(text):
+    """The tables on stdout: a system (a file's name), a signature, a dataset's description."""
+    from nmt.cli import render
+    from nmt.inference.evaluate import PairedScore, Score
+
+    paired = render.paired_table([PairedScore(text, "BLEU", 1.0, 1.0, 0.5, None)], {"BLEU": text})
+    assert paired.splitlines()[1].lstrip().startswith(f"{text} ") and f"BLEU: {text}" in paired.splitlines()
+    assert text in render.scores_table([Score("BLEU", 1.0, text, "")])
+    assert text in render.datasets_table([[text, "en-de", "1 MB", "CC", text]])
+    assert render.rendered(text) == f"{text}\n"
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_average_names_the_file_it_wrote(name, tiny_run, tmp_path):
+    """`nmt average ... --out 'x/avg[best].pt'` says `into x/avg[best].pt`, the file it wrote."""
+    out = tmp_path / "x" / f"avg{name}.pt"
+    r = run("average", str(tiny_run), "--last", "2", "--out", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert out.is_file()
+    assert r.stderr == (f"averaged 2 checkpoints (checkpoint_00000020.pt .. checkpoint_00000030.pt) into {out}\n")
+
+
+@pytest.mark.parametrize("name", ["in[model].en", "[bold]x[/bold].en", "in:smile:.en", "[/]"])
+def test_translate_names_a_missing_input_as_it_is(name, tiny_checkpoint, tmp_path):
+    missing = tmp_path / name
+    r = run("translate", "-m", str(tiny_checkpoint), "-i", str(missing))
+    assert r.exit_code != 0 and r.stderr.startswith("error: ") and f"{missing}: no such file" in r.stderr, r.stderr
+
+
+def test_train_logs_its_configuration_as_written(tiny_data, tmp_path):
+    """`nmt train` logs its config.toml on stderr as the file holds it: `[model]` and `[train]` included,
+    and its run folder's name (here with brackets) as it is."""
+    out = tmp_path / "run[best]:smile:"
+    r = run("train", "--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--max-updates", "1",
+            "--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--threads", "1")
+    assert r.exit_code == 0, r.stderr
+    written = (out / "config.toml").read_text()
+    assert f"configuration ({out / 'config.toml'}):\n{written.rstrip()}\n" in r.stderr
+    assert "\n[model]\n" in r.stderr and "\n[train]\n" in r.stderr
+    assert f"last checkpoint {out}" in r.stderr.splitlines()[-1]

@@ -47,7 +47,8 @@ class FakeModel:
     def __call__(self, lines: list[str], search: SearchConfig) -> list[Translation]:
         self.calls.append(list(lines))
         time.sleep(self.delay)
-        return [Translation(line.upper(), [(line.upper(), Hypothesis([], 0.0, 0.0))], line) for line in lines]
+        # two tokens and the end, log-probability -1.5: a text's score is -0.5 (the mean over its tokens)
+        return [Translation(line.upper(), [(line.upper(), Hypothesis([1, 2], -0.5, -1.5))], line) for line in lines]
 
 
 def run_jobs(cfg: ServeConfig, model: FakeModel, requests_: list[tuple[list[str], SearchConfig]],
@@ -184,14 +185,18 @@ def test_a_failing_request_fails_alone():
 class FakeEngine:
     """The engine protocol around FakeModel: search settings and languages, nothing loaded."""
 
+    name = "fake"
     search_cfg = SearchConfig()
-    languages = ("en", "de")
 
-    def __init__(self, model: FakeModel):
-        self.model = model
+    def __init__(self, model: FakeModel, languages: tuple[str, str] = ("en", "de")):
+        self.model, self.languages = model, languages
+        self.progress = lambda event: None
 
     def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
         return self.model(lines, self.search_cfg)
+
+    def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
+        return [(i, i) for i in range(min(len(line.split()), len(hypothesis.tokens)))]
 
     def with_search(self, cfg: SearchConfig) -> FakeEngine:
         return self
@@ -202,6 +207,23 @@ class Broken(FakeModel):
         raise RuntimeError("device lost\nsecond line")
 
 
+class StubDetector:
+    """A detector whose answer the text names: a text holding "[fr]" is French (confidence 90), one without a
+    letter gives no evidence, any other is the first candidate (confidence 50)."""
+
+    def __init__(self, among):
+        self.among = list(among)
+
+    def detect(self, text: str):
+        from nmt.text.languages import Detection
+
+        if not any(c.isalpha() for c in text):
+            return []
+        named = [code for code in self.among if f"[{code}]" in text]
+        best = named[0] if named else self.among[0]
+        return [Detection(best, 90.0 if named else 50.0)] + [Detection(c, 1.0) for c in self.among if c != best]
+
+
 @contextlib.contextmanager
 def in_process(cfg: ServeConfig, translate, **kwargs):
     """The application in this process, on uvicorn in a thread, over FakeEngine: (its URL, its Gate)."""
@@ -210,8 +232,10 @@ def in_process(cfg: ServeConfig, translate, **kwargs):
     from nmt.serve import ModelInfo, listen
     from nmt.serve.app import create_app
 
-    gate = create_app(FakeEngine(FakeModel()), ModelInfo("fake", "en", "de", "0" * 64, {}), cfg, translate=translate,
-                      **kwargs)
+    kwargs.setdefault("detector", StubDetector)
+    engines = kwargs.pop("engines", [FakeEngine(FakeModel())])
+    infos = [ModelInfo("fake", *engine.languages, "0" * 64, {}) for engine in engines]
+    gate = create_app(engines, infos, cfg, translate=translate, **kwargs)
     sock = listen("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(gate, log_level="critical"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -293,26 +317,29 @@ def test_queue_limits_and_a_timed_out_request_is_withdrawn():
 PINNED_THREADS = """
 import threading, time, torch
 from nmt.inference.search import SearchConfig
+from nmt.inference.translator import Translation
 from nmt.serve import translate_function
+from nmt.serve.backend import Job
 
 class Busy:  # a stand-in engine: its translate_chunk measures how many cores a large matmul uses
+    name, search_cfg, languages, progress = "busy", SearchConfig(), ("en", "de"), None
     def with_search(self, search):
         return self
-    def translate_chunk(self, lines):
+    def translate_chunk(self, lines, first_line=0):
         a = torch.randn(1500, 1500)
         torch.mm(a, a)
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(6):
             torch.mm(a, a)
-        return (time.process_time() - cpu) / (time.perf_counter() - wall)
+        return [Translation(str((time.process_time() - cpu) / (time.perf_counter() - wall)), [], lines[0])]
 
 torch.set_num_threads(1)
-translate = translate_function(Busy())
+translate = translate_function({("en", "de"): Busy()})
 out = {}
-worker = threading.Thread(target=lambda: out.update(ratio=translate(["x"], SearchConfig())))
+worker = threading.Thread(target=lambda: out.update(ratio=translate(["x"], Job(("en", "de"), SearchConfig()))))
 worker.start()
 worker.join()
-print(out["ratio"])
+print(out["ratio"][0].text)
 """
 
 
@@ -436,8 +463,8 @@ def test_a_list_comes_back_in_order_and_libretranslate_works(server, sources, of
     r = server.post("/translate", {"q": sources[0], "source": "en", "target": "de", "format": "text"})
     assert r.json() == {"translatedText": offline[0]}
     r = server.post("/translate", {"q": sources[:2], "source": "auto", "target": "de"})
-    assert r.json() == {"translatedText": offline[:2],
-                        "detectedLanguage": [{"language": "en", "confidence": 100.0}] * 2}
+    assert r.json()["translatedText"] == offline[:2]
+    assert [d["language"] for d in r.json()["detectedLanguage"]] == ["en"] * 2
 
 
 def test_nbest_and_beam_per_request(server, sources):
@@ -471,7 +498,8 @@ def test_a_request_sets_the_search_settings_of_the_decoding_table():
     from nmt.inference.decoding import REQUEST_OPTIONS
     from nmt.serve.schemas import TranslateRequest, settings_of
 
-    assert list(TranslateRequest.model_fields) == ["text", *(o.field for o in REQUEST_OPTIONS), "api_key"]
+    assert list(TranslateRequest.model_fields) == ["text", "source", "target", "format", "scores",
+                                                   *(o.field for o in REQUEST_OPTIONS), "api_key"]
     assert settings_of(TranslateRequest(text="a", nbest=2)) == {"beam": None, "nbest": 2}
 
 
@@ -564,7 +592,7 @@ def test_libretranslate_forms_lines_and_alternatives(server, sources, offline):
     r = server.post("/translate", {"q": [sources[0], sources[1]], "source": "auto", "target": "de", "alternatives": 2})
     out = r.json()
     assert out["translatedText"] == offline[:2]
-    assert out["detectedLanguage"] == [{"language": "en", "confidence": 100.0}] * 2
+    assert [d["language"] for d in out["detectedLanguage"]] == ["en"] * 2
     assert len(out["alternatives"]) == 2 and all(0 < len(a) <= 2 for a in out["alternatives"])
     assert all(alt != best for alts, best in zip(out["alternatives"], offline[:2]) for alt in alts)
     r = requests.post(server.url + "/translate", data={"q": "a", "target": "de", "alternatives": "x"}, timeout=60)
@@ -586,11 +614,12 @@ def test_docs_work_offline(server):
 
 def test_libretranslate_refuses_another_direction(server):
     r = server.post("/translate", {"q": "a", "source": "de", "target": "en"})
-    assert r.status_code == 400 and "translates en to de" in r.json()["error"]
+    assert r.status_code == 400 and r.json()["error"] == "de is not supported: this server translates en to de"
 
 
 def test_health_and_metrics(server):
-    assert requests.get(server.url + "/health", timeout=10).json()["status"] == "ready"
+    health = requests.get(server.url + "/health", timeout=10).json()
+    assert health["status"] == "ok" and [m["src"] for m in health["models"]] == ["en"]
     body = requests.get(server.url + "/metrics", timeout=10).text
     for series in ("nmt_requests_total", "nmt_request_seconds_bucket", "nmt_batch_sentences_bucket",
                    "nmt_translated_sentences_total", "nmt_queue_sentences"):
@@ -664,8 +693,9 @@ def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, so
         lt = libretranslatepy.LibreTranslateAPI(srv.url, api_key="k-two")
         assert lt.translate(sources[0], "en", "de") == offline[0]
         assert lt.translate(sources[0] + "\n" + sources[1], "auto", "de") == offline[0] + "\n" + offline[1]
-        assert lt.detect(sources[0]) == [{"language": "en", "confidence": 100.0}]
-        assert lt.languages() == [{"code": "en", "name": "en", "targets": ["de"]}]
+        assert [d["language"] for d in lt.detect(sources[0])] == ["en"]
+        assert lt.languages() == [{"code": "en", "name": "English", "targets": ["de"]},
+                                  {"code": "de", "name": "German", "targets": []}]
         for key, message in ((None, "Missing API key"), ("k-three", "Invalid API key")):
             with pytest.raises(HTTPError) as e:
                 libretranslatepy.LibreTranslateAPI(srv.url, api_key=key).translate(sources[0], "en", "de")
@@ -755,12 +785,12 @@ def assert_json_answer(r: requests.Response) -> None:
     ("/v1/translate", {"api_key": "k-one\x00"}, 403, "Invalid API key"),
     ("/translate", {"api_key": MB}, 403, "Invalid API key"),
     # ... and, with a valid key, in a field the 400 quotes: it was a 500 (the message could not be encoded)
-    ("/translate", {"source": "\ud800"}, 400, "not \\ud800 to de"),
-    ("/translate", {"target": "\udfff\ud800"}, 400, "not en to \\udfff\\ud800"),
+    ("/translate", {"source": "\ud800"}, 400, "\\ud800 is not supported"),
+    ("/translate", {"target": "\udfff\ud800"}, 400, "\\udfff\\ud800 is not supported"),
     ("/translate", {"format": "\ud800"}, 400, "\\ud800 format is not supported"),
     ("/translate", {"format": "a\x00b"}, 400, "a\\x00b format is not supported"),
     ("/translate", {"format": MB}, 400, "x" * 40 + "... format is not supported"),  # not quoted whole
-    ("/translate", {"target": MB}, 400, "not en to " + "x" * 40 + "..."),
+    ("/translate", {"target": MB}, 400, "x" * 40 + "... is not supported"),
     # in the text: its own 400 (a surrogate), 413 (too long), or a translation (NUL is a character)
     ("/v1/translate", {"text": "\ud800"}, 400, "lone surrogate"),
     ("/v1/translate", {"text": ["a", "\udc80"]}, 400, "line 1: character 0 is a lone surrogate"),
@@ -769,7 +799,7 @@ def assert_json_answer(r: requests.Response) -> None:
     ("/translate", {"q": MB}, 413, "at most 300"),
     ("/v1/translate", {"text": "a\x00man"}, 200, ""),
     ("/translate", {"q": "a\x00\u2028man\x85."}, 200, ""),
-    ("/detect", {"q": "\ud800"}, 200, ""),  # /detect names the model's language, whatever the text
+    ("/detect", {"q": "\ud800"}, 400, "lone surrogate"),
     # a field name the client made up, quoted in the 422 (not whole)
     ("/v1/translate", {"\ud800" * 100: 1}, 422, "invalid request"),
     ("/v1/translate", {"y" * 100_000: 1}, 422, "y" * 40 + "...: Extra inputs are not permitted"),
@@ -850,14 +880,14 @@ def test_max_beam_is_the_server_s_option():
     from nmt.serve.service import Service
 
     service = Service(Batcher(lambda lines, search: [], ServeConfig(max_wait_ms=0)), ServeConfig(max_beam=2),
-                      None, SearchConfig())
+                      {}, SearchConfig())
     assert service.widest == 4  # the server's own beam
     assert service.search_for({"beam": 4, "nbest": 4}).beam == 4
     with pytest.raises(RequestError) as wide:
         service.search_for({"beam": None, "nbest": 5}, 400)
     assert (wide.value.status, wide.value.message) == (400, "nbest 5: this server searches at most 4 wide per "
                                                             "request (--max-beam)")
-    service = Service(service.batcher, ServeConfig(max_beam=2), None, SearchConfig(beam=1))
+    service = Service(service.batcher, ServeConfig(max_beam=2), {}, SearchConfig(beam=1))
     with pytest.raises(RequestError, match=r"^beam 3: .* at most 2 wide"):
         service.search_for({"beam": 3, "nbest": None})
 
@@ -891,7 +921,7 @@ def test_bad_serve_options(tmp_path, monkeypatch, fields, error, words):
 def test_api_keys_are_read_plain_or_compressed(tmp_path):
     import gzip
 
-    from nmt.serve.keyfiles import read_api_keys
+    from nmt.serve.service import read_api_keys
 
     (tmp_path / "keys").write_text("\ufeff# ours\nalpha\n\n beta \n", encoding="utf-8")
     (tmp_path / "keys.gz").write_bytes(gzip.compress((tmp_path / "keys").read_bytes()))
@@ -925,7 +955,7 @@ def test_a_bad_serve_option_is_one_line_naming_it_before_the_model_loads(tmp_pat
 
 def test_the_key_file_is_read_once(tmp_path, monkeypatch):
     """The command checked the file, then the application read it again: a second read of a pipe is empty."""
-    from nmt.serve import keyfiles
+    from nmt.serve import service as keyfiles
 
     reads = []
     read = keyfiles.read_small_text
@@ -989,9 +1019,9 @@ def test_the_server_s_library_errors_name_fields_and_its_answers_keep_their_word
         with pytest.raises(ConfigError, match=f"^`host` 127.0.0.1 `port` {port}: cannot listen there .*another `port`"):
             listen("127.0.0.1", port)
     service = Service(Batcher(lambda lines, search: [], ServeConfig(max_wait_ms=0)), ServeConfig(max_lines=2),
-                      None, SearchConfig())
+                      {}, SearchConfig())
     with pytest.raises(TooLarge) as too_large:
-        service.lines(["a", "b", "c"])
+        service.texts(["a", "b", "c"])
     assert too_large.value.message == "3 lines in one request; at most 2 (--max-lines)"
     with pytest.raises(RequestError) as invalid:
         service.search_for({"beam": 0, "nbest": None})
@@ -1012,3 +1042,172 @@ def test_port_0_reports_the_port_the_system_picked(tiny_checkpoint):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
+
+
+# -- several directions in one server ------------------------------------------------------------------
+
+THREE = [("en", "de"), ("fr", "de"), ("de", "en")]
+
+
+@pytest.fixture()
+def three(request):
+    """A server of three fake directions (each engine upper-cases its lines and records its calls; the detector
+    is StubDetector), texts translated through nmt's Documents: (its URL, the engines' models)."""
+    models = {direction: FakeModel() for direction in THREE}
+    engines = [FakeEngine(models[d], d) for d in THREE]
+    with in_process(ServeConfig(quiet_ms=0, max_wait_ms=0), None, engines=engines) as (url, _):
+        for model in models.values():
+            model.calls.clear()  # the warm-up
+        yield url, models
+
+
+def post(url: str, path: str, body: dict) -> requests.Response:
+    return requests.post(url + path, json=body, timeout=30)
+
+
+@pytest.mark.parametrize("body, status, answer", [
+    ({"text": "a man .", "source": "de", "target": "en"}, 200, ["A MAN ."]),
+    ({"text": "a man .", "source": "fr"}, 200, ["A MAN ."]),  # the one direction from fr
+    ({"text": "a man .", "target": "en"}, 200, ["A MAN ."]),  # the one direction to en
+    ({"text": "a man ."}, 422, "give source and target: this server translates en -> de, fr -> de, de -> en"),
+    ({"text": "a man .", "target": "de"}, 422, "give source and target"),
+    ({"text": "a man .", "source": "en", "target": "fr"}, 422, "does not translate en -> fr; it translates en -> de"),
+    ({"text": "a man .", "source": "\ud800", "target": "de"}, 422, "does not translate \\ud800 -> de"),
+    ({"text": "a", "source": "en", "target": "de", "format": "pdf"}, 422, "format"),
+    ({"text": "a", "source": "en", "target": "de", "scores": "yes"}, 422, "scores"),
+])
+def test_v1_translate_is_routed_by_source_and_target(three, body, status, answer):
+    url, models = three
+    r = post(url, "/v1/translate", body)
+    assert r.status_code == status, r.text
+    if status == 200:
+        assert r.json()["translations"] == answer
+        direction = (r.json()["model"]["src"], r.json()["model"]["tgt"])
+        assert [d for d, m in models.items() if m.calls] == [direction]  # that direction's engine, no other
+    else:
+        assert answer in r.json()["error"]
+
+
+def test_a_text_is_translated_whole_every_sentence_in_one_engine_call(three):
+    """Documents cuts each text into lines and sentences: every sentence goes to the engine, in one call, and
+    the translation keeps the text's own line breaks and spaces."""
+    url, models = three
+    texts = ["A man walks. A dog runs!\nThe end.", "One more."]
+    r = post(url, "/v1/translate", {"text": texts, "source": "en", "target": "de"})
+    assert r.json()["translations"] == [t.upper() for t in texts]
+    assert models["en", "de"].calls == [["A man walks.", "A dog runs!", "The end.", "One more."]]
+    r = post(url, "/translate", {"q": texts[0], "source": "en", "target": "de"})
+    assert r.json() == {"translatedText": texts[0].upper()}
+    assert models["en", "de"].calls[-1] == ["A man walks.", "A dog runs!", "The end."]
+
+
+def test_scores_and_html(three):
+    url, models = three
+    r = post(url, "/v1/translate", {"text": ["a man .", "b"], "source": "en", "target": "de", "scores": True})
+    assert r.json()["translations"] == [{"text": "A MAN .", "score": -0.5}, {"text": "B", "score": -0.5}]
+    r = post(url, "/translate", {"q": ["a man .", "b", "..."], "source": "en", "target": "de", "scores": True})
+    assert r.json() == {"translatedText": ["A MAN .", "B", "..."], "scores": [-0.5, -0.5, 0.0]}  # "...": nothing
+    r = post(url, "/translate", {"q": "a. b!", "source": "en", "target": "de", "scores": True})
+    assert r.json() == {"translatedText": "A. B!", "scores": -0.5}  # (-1.5 - 1.5) / 6 tokens
+    html = "<p>a man .<b>x</b></p>"
+    r = post(url, "/translate", {"q": html, "source": "en", "target": "de", "format": "html"})
+    assert r.status_code == 200 and r.json()["translatedText"].startswith("<p>"), r.text
+    assert "<b>" in r.json()["translatedText"] and "A MAN" in r.json()["translatedText"]
+    r = post(url, "/v1/translate", {"text": html, "source": "en", "target": "de", "format": "html"})
+    assert r.status_code == 200 and r.json()["translations"][0].startswith("<p>"), r.text
+    r = post(url, "/translate", {"q": "a", "source": "en", "target": "de", "format": "pdf"})
+    assert (r.status_code, r.json()) == (400, {"error": "pdf format is not supported"})
+    r = post(url, "/translate", {"q": html, "source": "en", "target": "de", "format": "html", "alternatives": 1})
+    assert r.status_code == 400 and "html" in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize("body, status, answer", [
+    # routed by source and target
+    ({"q": "hello", "source": "de", "target": "en"}, 200, {"translatedText": "HELLO"}),
+    ({"q": "hello", "source": "en", "target": "en"}, 400,
+     {"error": "English (en) is not available as a target language from English (en): this server translates "
+               "en to de, fr to de, de to en"}),
+    ({"q": "hello", "source": "xx", "target": "de"}, 400, {"error": "xx is not supported: this server translates "
+                                                                    "en to de, fr to de, de to en"}),
+    ({"q": "hello", "source": "auto", "target": "xx"}, 400, {"error": "xx is not supported: this server translates "
+                                                                      "en to de, fr to de, de to en"}),
+    # auto: among the sources that translate to the target (en, fr for de)
+    ({"q": "bonjour [fr]", "source": "auto", "target": "de"}, 200,
+     {"translatedText": "BONJOUR [FR]", "detectedLanguage": {"confidence": 90.0, "language": "fr"}}),
+    ({"q": "hello", "source": "auto", "target": "de"}, 200,
+     {"translatedText": "HELLO", "detectedLanguage": {"confidence": 50.0, "language": "en"}}),
+    # no evidence: the first candidate at confidence 0, as LibreTranslate falls back to English
+    ({"q": "1234 ...", "source": "auto", "target": "de"}, 200,
+     {"translatedText": "1234 ...", "detectedLanguage": {"confidence": 0.0, "language": "en"}}),
+    # a list: each text its own language (a short one takes the whole list's)
+    ({"q": ["hello there, this is a rather long English text .", "bonjour, ceci est un assez long texte [fr] ."],
+      "source": "auto", "target": "de"}, 200,
+     {"translatedText": ["HELLO THERE, THIS IS A RATHER LONG ENGLISH TEXT .",
+                         "BONJOUR, CECI EST UN ASSEZ LONG TEXTE [FR] ."],
+      "detectedLanguage": [{"confidence": 50.0, "language": "en"}, {"confidence": 90.0, "language": "fr"}]}),
+])
+def test_libretranslate_routes_and_detects_among_the_directions(three, body, status, answer):
+    url, models = three
+    r = post(url, "/translate", body)
+    assert (r.status_code, r.json()) == (status, answer)
+
+
+def test_languages_detect_health_and_settings_of_several_directions(three):
+    url, _ = three
+    assert requests.get(url + "/languages", timeout=10).json() == [
+        {"code": "en", "name": "English", "targets": ["de"]},
+        {"code": "fr", "name": "French", "targets": ["de"]},
+        {"code": "de", "name": "German", "targets": ["en"]}]
+    assert post(url, "/detect", {"q": "salut [fr]"}).json() == [
+        {"confidence": 90.0, "language": "fr"}, {"confidence": 1.0, "language": "en"},
+        {"confidence": 1.0, "language": "de"}]
+    assert post(url, "/detect", {"q": "..."}).json() == [{"confidence": 0.0, "language": "en"}]
+    health = requests.get(url + "/health", timeout=10).json()
+    assert health["status"] == "ok" and [(m["src"], m["tgt"]) for m in health["models"]] == THREE
+    settings = requests.get(url + "/frontend/settings", timeout=10).json()
+    assert settings["language"] == {"source": {"code": "en", "name": "English"},
+                                    "target": {"code": "de", "name": "German"}}
+
+
+@pytest.fixture(scope="module")
+def reversed_checkpoint(tiny_checkpoint, tmp_path_factory) -> Path:
+    """The tiny checkpoint with its stored direction turned round (de -> en): a second direction to serve."""
+    import dataclasses
+
+    from nmt.model.checkpoint import load, save
+
+    ckpt = load(tiny_checkpoint)
+    path = tmp_path_factory.mktemp("reversed") / "deen.pt"
+    save(path, dataclasses.replace(ckpt, data=dataclasses.replace(ckpt.data, src="de", tgt="en")))
+    return path
+
+
+GERMAN = "Ein Mann mit einem roten Hut geht mit seinem Hund durch den Park."
+
+
+def test_two_directions_in_one_server_with_libretranslate_s_client(tiny_checkpoint, reversed_checkpoint, sources,
+                                                                   offline):
+    """`nmt serve -m ende.pt -m deen.pt`: each request goes to its direction's model; the real detector tells
+    German from English; libretranslatepy works against it."""
+    libretranslatepy = pytest.importorskip("libretranslatepy")
+    srv = Server(tiny_checkpoint, "-m", str(reversed_checkpoint))
+    try:
+        health = requests.get(srv.url + "/health", timeout=10).json()
+        assert [(m["src"], m["tgt"], m["name"]) for m in health["models"]] == [
+            ("en", "de", tiny_checkpoint.name), ("de", "en", "deen.pt")]
+        r = srv.post("/v1/translate", {"text": sources[:3], "source": "en", "target": "de"})
+        assert r.json()["translations"] == offline[:3]
+        assert srv.post("/v1/translate", {"text": "a"}).status_code == 422
+        r = srv.post("/v1/translate", {"text": GERMAN, "source": "de", "target": "en"})
+        assert r.status_code == 200 and r.json()["model"]["name"] == "deen.pt"
+        lt = libretranslatepy.LibreTranslateAPI(srv.url)
+        assert lt.translate(sources[0], "en", "de") == offline[0]
+        assert lt.detect(GERMAN)[0]["language"] == "de" and lt.detect(sources[0])[0]["language"] == "en"
+        assert lt.languages() == [{"code": "en", "name": "English", "targets": ["de"]},
+                                  {"code": "de", "name": "German", "targets": ["en"]}]
+        r = srv.post("/translate", {"q": GERMAN, "source": "auto", "target": "en"})
+        assert r.json()["detectedLanguage"]["language"] == "de" and r.json()["detectedLanguage"]["confidence"] > 50
+        assert lt.translate(GERMAN, "auto", "en") == r.json()["translatedText"]
+    finally:
+        code, stderr = srv.stop()
+    assert code == 0 and "de -> en" in stderr, stderr

@@ -1,4 +1,8 @@
-"""Rendering on stderr: rich progress bars on a terminal, plain log lines otherwise (logs, CI, pipes)."""
+"""Rendering on stderr: rich progress bars on a terminal, plain log lines otherwise (logs, CI, pipes).
+
+Messages are text: paths, config values and translations in them are printed as they are, never read as rich
+markup (`[model]`, `run/avg[best].pt`) or emoji codes (`:smile:`). Our own styles are rich styles (Text).
+"""
 
 from __future__ import annotations
 
@@ -27,7 +31,14 @@ from rich.text import Text
 from nmt.config.flags import as_flags  # library messages name fields; the user typed options
 from nmt.core.progress import Progress, ProgressFn
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# markup and emoji off: a str printed on err is its text (say() passes a Text as well, whatever console err is)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+
+def say(message: str) -> None:
+    """Print `message` on stderr as it is (a message of the library or of a command), unwrapped: a long
+    path stays whole for a copy and paste."""
+    err.print(Text(message), soft_wrap=True)
 
 
 def format_info(info: dict[str, Any]) -> str:
@@ -93,12 +104,15 @@ def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
     if not err.is_terminal:
         yield plain_logger()
         return
-    columns: list[Any] = [TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True))]
+    # markup=False: descriptions and figures are text (a file's name, a config value), styled by rich styles
+    columns: list[Any] = [TextColumn("{task.description}", style="bold", markup=False,
+                                     table_column=Column(no_wrap=True))]
     if bytes_unit:
         columns += [BarColumn(bar_width=20), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
     else:
         columns += [MofNCompleteColumn(), EtaColumn(), BarColumn(bar_width=10)]
-    columns += [TextColumn("{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1))]
+    columns += [TextColumn("{task.fields[info]}", markup=False,
+                           table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1))]
     # redirect_stdout=False: results written to stdout while a bar is drawn must stay on stdout
     with RichProgress(*columns, console=err, transient=False, expand=True, redirect_stdout=False,
                       redirect_stderr=False) as bar:
@@ -106,7 +120,7 @@ def progress_display(bytes_unit: bool = False) -> Iterator[ProgressFn]:
 
         def report(event: Progress) -> None:
             if event.message is not None:
-                bar.console.print(as_flags(event.message))
+                say(as_flags(event.message))  # bar.console is err: the bar is redrawn below it
                 return
             if event.task not in tasks:
                 tasks[event.task] = bar.add_task(event.task, total=event.total, info="")
@@ -124,7 +138,7 @@ def plain_logger(min_interval: float = 2.0) -> ProgressFn:
 
     def report(event: Progress) -> None:
         if event.message is not None:
-            err.print(as_flags(event.message))
+            say(as_flags(event.message))
             return
         now = time.monotonic()
         start = first.setdefault(event.task, (now, event.done))
@@ -136,7 +150,7 @@ def plain_logger(min_interval: float = 2.0) -> ProgressFn:
         rate = (event.done - start[1]) / (now - start[0]) if now > start[0] else None
         left = f" | ETA {eta(event.done, event.total, rate, event.time_left)}" if event.total and not finished else ""
         info = format_info(event.info)
-        err.print(f"{event.task} {event.done:,.0f}{total} {event.unit}{left}" + (f" | {info}" if info else ""))
+        say(f"{event.task} {event.done:,.0f}{total} {event.unit}{left}" + (f" | {info}" if info else ""))
 
     return report
 
@@ -146,7 +160,7 @@ def message_logger() -> ProgressFn:
 
     def report(event: Progress) -> None:
         if event.message is not None:
-            err.print(as_flags(event.message))
+            say(as_flags(event.message))
 
     return report
 
@@ -158,14 +172,14 @@ def translation_progress(total: Optional[int], unit: str = "sentences") -> Itera
     if not (total and progress_wanted()):
         yield message_logger()
         return
-    columns = [TextColumn("[bold]translate"), BarColumn(bar_width=20), MofNCompleteColumn(), RateColumn(unit),
-               TimeRemainingColumn()]
+    columns = [TextColumn("translate", style="bold", markup=False), BarColumn(bar_width=20), MofNCompleteColumn(),
+               RateColumn(unit), TimeRemainingColumn()]
     with RichProgress(*columns, console=err, transient=False, redirect_stdout=False, redirect_stderr=False) as bar:
         task = bar.add_task("translate", total=total)
 
         def report(event: Progress) -> None:
             if event.message is not None:
-                bar.console.print(as_flags(event.message))
+                say(as_flags(event.message))  # bar.console is err: the bar is redrawn below it
             elif event.unit == unit:
                 bar.update(task, completed=event.done)
 

@@ -29,7 +29,8 @@ CONTEXT = "_nmt_context"  # the parameter through which typer hands the generate
 
 # The help panel of each config class's options (typer groups them under these titles in --help).
 PANELS = {"ModelConfig": "Model", "TrainConfig": "Training", "SearchConfig": "Search",
-          "InferenceConfig": "Inference", "FilterConfig": "Filters", "ServeConfig": "Server"}
+          "InferenceConfig": "Inference", "FilterConfig": "Filters", "ServeConfig": "Server",
+          "TextConfig": "Text"}
 
 
 def option_type(cls: type, name: str) -> Any:

@@ -1,6 +1,7 @@
 """Results as the text a command prints on stdout: score tables, eval's JSON, the list of datasets.
 
-rich is imported inside the functions: `nmt --help` renders none of this.
+rich is imported inside the functions: `nmt --help` renders none of this. Cells are text: a system's file
+name, a signature or a description is printed as it is, never read as rich markup or emoji codes.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def rendered(*items: Any) -> str:
     """Rich renderables (tables, text) as the plain text of a 200-column console, for stdout."""
     from rich.console import Console
 
-    console = Console(highlight=False, width=200, color_system=None, file=io.StringIO())
+    console = Console(highlight=False, markup=False, emoji=False, width=200, color_system=None, file=io.StringIO())
     with console.capture() as captured:
         for item in items:
             console.print(item)
@@ -71,7 +72,7 @@ def datasets_table(rows: Iterable[Iterable[str]]) -> str:
     table = Table("name", "languages", "size", "licence", "description", box=None)
     for row in rows:
         table.add_row(*row)
-    console = Console(highlight=False, width=200)
+    console = Console(highlight=False, markup=False, emoji=False, width=200)
     with console.capture() as listing:
         console.print(table)
     return listing.get()

@@ -51,6 +51,7 @@ from nmt.config.sections import (
     ModelConfig,
     SearchConfig,
     ServeConfig,
+    TextConfig,
     TrainConfig,
 )
 from nmt.config.tomlfile import (
@@ -105,6 +106,7 @@ __all__ = [
     "ModelConfig",
     "SearchConfig",
     "ServeConfig",
+    "TextConfig",
     "TrainConfig",
     "SECTIONS",
     "ConfigFile",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, Literal, Optional, TypeVar
 
 from nmt.config.fields import INT_MAX, check_fields, option, threads_option
 
@@ -112,6 +112,13 @@ class TranslateOptions(CommandOptions):
                                        "panel per head) to this folder; needs matplotlib.")
     alignments: bool = option(False, "Also print word alignments from the last layer's cross-attention, Pharaoh "
                               "format: TEXT ||| 0-0 1-2 ... (n-best: an extra column).")
+    format: Literal["text", "html"] = option(
+        "text", "text: one translation per input line; html: the whole input is one HTML document or fragment, "
+        "written back with its tags, comments and untranslatable parts (script, style, code, translate=\"no\") "
+        "kept and its text translated.")
+    scores: bool = option(False, "Also print each translation's score after a tab: the mean log-probability of "
+                          "its tokens, from minus infinity to 0 (0: sure; exp(score) is their geometric-mean "
+                          "probability), so that doubtful translations can be flagged.")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ the data filters (`FilterConfig`) and the server (`ServeConfig`). Each field is 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -22,6 +23,7 @@ from nmt.config.fields import (
     check_fields,
     flag_of,
     option,
+    shown,
     threads_option,
 )
 from nmt.core.errors import ConfigError
@@ -200,6 +202,19 @@ class InferenceConfig:
 
 
 @dataclass(frozen=True)
+class TextConfig:
+    """How the text given to translate is cut for a model trained on sentences."""
+
+    split: bool = option(True, "Split each input line into sentences (the rules of the model's source language), "
+                         "translate them as one batch and join them with the line's own spacing; --no-split gives "
+                         "the model each line whole.", flag="--split/--no-split")
+
+    def validate(self) -> TextConfig:
+        check_fields(self)
+        return self
+
+
+@dataclass(frozen=True)
 class FilterConfig:
     """Training-pair filters of `nmt prepare`; lengths count BPE tokens without specials."""
 
@@ -219,6 +234,8 @@ class FilterConfig:
 # The widest common encoding of one character in a request body: JSON's \uXXXX escape (what `json.dumps`
 # writes for every non-ASCII character by default), as wide as a percent-encoded 2-byte UTF-8 character.
 BYTES_PER_CHAR = 6
+# A web origin as browsers send it: scheme://host[:port], the host a name, an IPv4 or a bracketed IPv6 address.
+ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://(\[[0-9a-f:.]+\]|[a-z0-9_-]+(\.[a-z0-9_-]+)*)(:[0-9]{1,5})?", re.IGNORECASE)
 BODY_OVERHEAD = 64 * 1024  # field names, quotes, commas, a multipart boundary per field
 
 
@@ -250,9 +267,19 @@ class ServeConfig:
     api_keys: Optional[Path] = option(None, "File of accepted API keys, one per line: translating then needs "
                                       "api_key (403 without).")
     access_log: Optional[Path] = option(None, "Append one line per request to this file (-: stderr).")
+    cors_origins: Optional[list[str]] = option(
+        None, "Origins whose web pages may call the server (CORS), such as https://example.org: comma-separated "
+        "or repeated; default * (every origin, as LibreTranslate).")
+    max_files: int = option(100, "Translated files (/translate_file) kept for download at most; the oldest go "
+                            "first.", low=1, high=INT_MAX)
+    max_files_bytes: int = option(64 * 2**20, "Bytes of the translated files kept at most; the oldest go first.",
+                                  low=1, high=2**62)
+    files_ttl: float = option(1800.0, "Seconds a translated file stays downloadable (LibreTranslate's 30 "
+                              "minutes).", low=0.0, low_open=True, high=366 * 86400.0)
 
     def validate(self) -> ServeConfig:
         check_fields(self)
+        self.origins  # noqa: B018 (a ConfigError for an origin that is none)
         # A wait bound at or past the timeout: the requests it holds (a lone one for quiet_ms, one under load
         # for max_wait_ms) are answered 504 before their batch goes.
         for name in ("quiet_ms", "max_wait_ms"):
@@ -268,6 +295,22 @@ class ServeConfig:
         if self.max_wait_ms is not None:
             return self
         return dataclasses.replace(self, max_wait_ms=0.0 if engine == "ctranslate2" else 50.0)
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """--cors-origins, each value split at its commas: ("*",) without it, ("*",) where one of them is *.
+        ConfigError for a value that is no origin (scheme://host[:port], nothing after)."""
+        given = [o.strip() for value in (self.cors_origins or ["*"]) for o in value.split(",") if o.strip()]
+        flag = flag_of(ServeConfig, "cors_origins")
+        if not given:
+            raise ConfigError(f"{flag}: no origin given; write such as https://example.org, or * for every origin")
+        if "*" in given:
+            return ("*",)
+        for origin in given:
+            if not ORIGIN.fullmatch(origin):
+                raise ConfigError(f"{flag} {shown(origin)}: not an origin; write scheme://host[:port] with nothing "
+                                  "after, such as https://example.org or http://localhost:8080 (or * for every origin)")
+        return tuple(dict.fromkeys(o.lower() for o in given))
 
     @property
     def body_limit(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch import Tensor
@@ -137,9 +137,12 @@ def plot_layer(maps: AttentionMaps, layer: int, path: Path, title: str = "") -> 
     return path
 
 
-def write_heatmaps(maps: AttentionMaps, out_dir: Path, line: int) -> list[Path]:
-    """`out_dir`/line{N:05d}.layer{L}.png for every decoder layer; N and L count from 1."""
+def write_heatmaps(maps: AttentionMaps, out_dir: Path, line: int, sentence: Optional[int] = None) -> list[Path]:
+    """`out_dir`/line{N:05d}.layer{L}.png for every decoder layer (line{N:05d}.s{S}.layer{L}.png for sentence S
+    of a line that holds several); N, S and L count from 1."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [plot_layer(maps, layer, out_dir / f"line{line + 1:05d}.layer{layer + 1}.png",
-                       title=f"line {line + 1}: cross-attention, layer {layer + 1}")
+    part = "" if sentence is None else f".s{sentence + 1}"
+    where = f"line {line + 1}" + ("" if sentence is None else f", sentence {sentence + 1}")
+    return [plot_layer(maps, layer, out_dir / f"line{line + 1:05d}{part}.layer{layer + 1}.png",
+                       title=f"{where}: cross-attention, layer {layer + 1}")
             for layer in range(maps.layers)]

@@ -107,6 +107,7 @@ class BatchTranslator:
         """Translate a stream of chunks of lines, yielding one Translation per line, in order."""
         seen = 0
         for chunk in chunks:
+            check_chunk(chunk)
             yield from self.translate_chunk(chunk, seen)
             seen += len(chunk)
 
@@ -273,6 +274,14 @@ def read_chunks(stream: IO[bytes], max_lines: int = 512, progress: ProgressFn = 
             yield decode(complete[start : start + max_lines])
     if pending:
         yield decode([pending])
+
+
+def check_chunk(chunk: Any) -> None:
+    """TypeError unless `chunk` is a list of lines (a list of strings given where chunks are expected would be
+    translated one character at a time)."""
+    if not isinstance(chunk, list):
+        raise TypeError(f"translate() takes chunks, each a list of lines (e.g. [lines]); got a {type(chunk).__name__} "
+                        "as a chunk (for a list of texts: nmt.load(...).translate(texts))")
 
 
 def format_nbest(line_index: int, translation: Translation) -> list[str]:

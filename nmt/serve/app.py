@@ -4,29 +4,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any, Callable, Optional
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Callable, Optional, Union
 
 from nmt.config import ServeConfig
+from nmt.core.errors import ConfigError
 from nmt.inference.engines import Engine as TranslationEngine
 from nmt.serve.backend import ModelInfo, TranslateFn, translate_function
 from nmt.serve.batcher import Batcher
 from nmt.serve.http_errors import install_handlers
-from nmt.serve.keyfiles import check_files
 from nmt.serve.libre import router as libre_router
 from nmt.serve.middleware import Gate, Metrics, RequestRecord
 from nmt.serve.routes import router as own_router
-from nmt.serve.service import Service
+from nmt.serve.service import DetectorFactory, Service, check_files
+from nmt.serve.web import install as install_web
+from nmt.text.languages import Detector
 
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Any) -> AsyncIterator[None]:
-    """Start the batcher and warm the model up before the first request; at the end (after the drain),
-    translate what is still queued and stop the worker."""
+    """Start the batcher, warm the models up and build the language detectors before the first request; at the
+    end (after the drain), translate what is still queued and stop the worker."""
     service: Service = app.state.service
     loop = asyncio.get_running_loop()
     service.batcher.start()
-    await loop.run_in_executor(None, app.state.warm_up)
+    await asyncio.gather(loop.run_in_executor(None, app.state.warm_up),
+                         loop.run_in_executor(None, service.build_detectors))
     service.ready = True
     app.state.on_ready()
     yield
@@ -34,37 +37,50 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
     await loop.run_in_executor(None, service.batcher.close, service.cfg.drain_timeout)
 
 
-def create_app(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, translate: Optional[TranslateFn] = None,
+def create_app(engines: Union[TranslationEngine, Sequence[TranslationEngine]],
+               infos: Union[ModelInfo, Sequence[ModelInfo]], cfg: ServeConfig, translate: Optional[TranslateFn] = None,
                on_ready: Callable[[], None] = lambda: None,
                on_done: Callable[[RequestRecord], None] = lambda r: None,
                on_error: Callable[[str], None] = lambda line: None,
-               keys: Optional[frozenset[str]] = None) -> Gate:
+               keys: Optional[frozenset[str]] = None, split: bool = True,
+               detector: DetectorFactory = Detector) -> Gate:
     """The ASGI application (see docs/commands/serve.md for the API): FastAPI behind a `Gate`.
 
-    `translate`: what the worker calls (default: `engine` with per-request search settings); `on_ready` once the
-    model is warm; `on_done(record)` after each request; `on_error(line)` for each failure no handler expected;
-    `keys`: what `check_files(cfg)` returned, where the caller has checked the files already (None: they are
-    checked, and the keys read, here)."""
+    `engines`: one per direction, each with its `infos` (the first direction is the default one); `translate`:
+    what the worker calls (default: the engines with per-request search settings and formats, each text cut into
+    sentences with `split`); `on_ready` once the models are warm; `on_done(record)` after each request;
+    `on_error(line)` for each failure no handler expected; `keys`: what `check_files(cfg)` returned, where the
+    caller has checked the files already (None: they are checked, and the keys read, here); `detector`: makes
+    the language detector of some candidate languages (`nmt.text.languages.Detector`)."""
     from fastapi_offline import FastAPIOffline  # /docs and /redoc from files in the package, not from a CDN
 
-    cfg = cfg.validate().for_engine(getattr(engine, "name", "torch"))
+    engines = [engines] if not isinstance(engines, Sequence) else list(engines)
+    infos = [infos] if isinstance(infos, ModelInfo) else list(infos)
+    directions = {info.direction: info for info in infos}
+    if len(directions) != len(infos) or len(engines) != len(infos):
+        raise ConfigError("give one engine, and its model info, per direction")
+    cfg = cfg.validate().for_engine(getattr(engines[0], "name", "torch"))
     if keys is None:
         keys = check_files(cfg)
-    app = FastAPIOffline(title="nmt", description=f"Translation {info.src} -> {info.tgt} with {info.name}",
-                         lifespan=lifespan)
+    served = ", ".join(f"{info.src} -> {info.tgt} with {info.name}" for info in infos)
+    app = FastAPIOffline(title="nmt", description=f"Translation {served}", lifespan=lifespan)
     install_handlers(app)
     app.include_router(own_router)
     app.include_router(libre_router)
+    web = install_web(app, cfg)  # the page, the file routes, CORS
     metrics = Metrics({getattr(route, "path", "") for route in app.routes})
-    batcher = Batcher(translate or translate_function(engine), cfg, metrics.on_batch)
+    by_direction = {info.direction: engine for info, engine in zip(infos, engines)}
+    batcher = Batcher(translate or translate_function(by_direction, split), cfg, metrics.on_batch)
     metrics.watch_queue(lambda: batcher.queued_lines)
-    app.state.service = Service(batcher, cfg, info, engine.search_cfg, keys)
+    app.state.service = Service(batcher, cfg, directions, engines[0].search_cfg, keys,
+                                searches={d: e.search_cfg for d, e in by_direction.items()}, detector=detector)
     app.state.metrics = metrics
-    app.state.warm_up = lambda: engine.translate_chunk(["warm up"])
+    app.state.warm_up = lambda: [engine.translate_chunk(["warm up"]) for engine in engines]
     app.state.on_ready = on_ready
 
     def done(record: RequestRecord) -> None:
-        metrics.on_request(record.path, record.status, record.seconds)
+        if record.method != "OPTIONS":  # a browser's CORS preflight is no translation: not in its latencies
+            metrics.on_request(record.path, record.status, record.seconds)
         on_done(record)
 
-    return Gate(app, cfg.body_limit, cfg.timeout, on_done=done, on_error=on_error)
+    return Gate(app, cfg.body_limit, cfg.timeout, on_done=done, on_error=on_error, wrap=web)

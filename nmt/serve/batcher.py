@@ -1,16 +1,16 @@
 """Dynamic batching: one bounded queue of requests, and a worker thread that merges them into chunks.
 
-The worker takes the oldest request, adds the queued requests that share its search settings (in arrival
-order) until --max-batch-sentences, until no request has come for --quiet-ms, or at the latest until
---max-wait-ms have passed since the oldest arrived or the model became free, whichever is later (so that
-under load the clients just answered can send their next line into the coming batch instead of one of
-their own, while a lone request waits only --quiet-ms; under load the batch also waits, within
+The worker takes the oldest request, adds the queued requests that share its job (direction, search settings and
+format: `backend.Job`; in arrival order) until --max-batch-sentences, until no request has come for --quiet-ms,
+or at the latest until --max-wait-ms have passed since the oldest arrived or the model became free, whichever is
+later (so that under load the clients just answered can send their next line into the coming batch instead of
+one of their own, while a lone request waits only --quiet-ms; under load the batch also waits, within
 --max-wait-ms, for as many requests as the last batch answered), and translates their lines as one chunk. The
-engine sorts a chunk by length and cuts model batches of --max-batch-tokens, so every line gets exactly
-what `nmt translate` gives it. With --max-wait-ms 0 (the CTranslate2 engine's default) the worker waits for
-nobody: a batch goes as soon as the engine is free, with what has queued meanwhile. A chunk that fails is
-translated again request by request, so that one bad request fails alone. The event loop only queues and
-awaits: it never runs the model.
+engine sorts a chunk by length and cuts model batches of --max-batch-tokens, so every line gets exactly what
+`nmt translate` gives it. With --max-wait-ms 0 (the CTranslate2 engine's default) the worker waits for nobody: a
+batch goes as soon as the engine is free, with what has queued meanwhile. A chunk that fails is translated again
+request by request, so that one bad request fails alone. The event loop only queues and awaits: it never runs
+the model.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from nmt.config import SearchConfig, ServeConfig
+from nmt.config import ServeConfig
 from nmt.config.flags import as_flags
 from nmt.core.errors import ref
-from nmt.serve.backend import TranslateFn
+from nmt.serve.backend import Job, TranslateFn
 from nmt.serve.http_errors import Overloaded, TooLarge
 
 if TYPE_CHECKING:
@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False)
 class PendingRequest:
-    """One request's lines, waiting for the worker; `future` lives on the event loop."""
+    """One request's texts (`lines`), waiting for the worker; `future` lives on the event loop."""
 
     lines: list[str]
-    search: SearchConfig
+    job: Job
     future: asyncio.Future[list[Translation]]
     loop: asyncio.AbstractEventLoop
     arrived: float = field(default_factory=time.monotonic)
@@ -79,14 +79,14 @@ class Batcher:
     def start(self) -> None:
         self.thread.start()
 
-    def submit(self, lines: list[str], search: SearchConfig) -> PendingRequest:
+    def submit(self, lines: list[str], job: Job) -> PendingRequest:
         """Queue `lines` (called on the event loop): TooLarge if they could never fit the queue, Overloaded
         when it cannot take them now."""
         if len(lines) > self.cfg.max_queue:
             raise TooLarge(as_flags(f"{len(lines)} lines in one request; the queue holds at most {self.cfg.max_queue} "
                                     f"({ref('max_queue')}): send fewer lines per request"))
         loop = asyncio.get_running_loop()
-        pending = PendingRequest(lines, search, loop.create_future(), loop)
+        pending = PendingRequest(lines, job, loop.create_future(), loop)
         with self.cond:
             if self.stopping:
                 raise Overloaded("the server is shutting down")
@@ -121,7 +121,7 @@ class Batcher:
         return not self.thread.is_alive()
 
     def next_batch(self) -> list[PendingRequest]:
-        """Wait for work; then the oldest request and the queued requests of the same search settings, up to
+        """Wait for work; then the oldest request and the queued requests of the same job, up to
         max_batch_sentences lines, taken when the batch is full, or when no request has come for quiet_ms,
         or at the latest max_wait_ms after the oldest arrived or the model became free, whichever is later.
         While the model is busy, quiet_ms counts only once as many requests have arrived since the model
@@ -157,11 +157,11 @@ class Batcher:
                 # every request waiting was withdrawn meanwhile: wait for new ones
 
     def _compatible(self) -> list[PendingRequest]:
-        """The oldest request, and the later ones with its search settings that still fit the batch."""
+        """The oldest request, and the later ones of its job that still fit the batch."""
         first = self.queue[0]
         batch, lines = [first], len(first.lines)
         for pending in list(self.queue)[1:]:
-            if pending.search == first.search and lines + len(pending.lines) <= self.cfg.max_batch_sentences:
+            if pending.job == first.job and lines + len(pending.lines) <= self.cfg.max_batch_sentences:
                 batch.append(pending)
                 lines += len(pending.lines)
         return batch
@@ -174,7 +174,7 @@ class Batcher:
         lines = [line for pending in batch for line in pending.lines]
         start = time.monotonic()
         try:
-            results = self.translate(lines, batch[0].search)
+            results = self.translate(lines, batch[0].job)
         except Exception as e:
             self.free_since = time.monotonic()
             if len(batch) == 1:

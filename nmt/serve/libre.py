@@ -1,9 +1,12 @@
-"""LibreTranslate's API, so that its clients and web pages work unchanged: POST /translate, POST /detect,
-GET /languages, GET /frontend/settings. Bodies are JSON or form fields (urlencoded or multipart), as
-LibreTranslate reads them; errors are `{"error": "..."}` with LibreTranslate's statuses (400, 403)."""
+"""LibreTranslate's API, so that its clients and web pages work unchanged: POST /translate (routed by source and
+target among the directions served; source auto detects each text's language), POST /detect, GET /languages,
+GET /frontend/settings. Bodies are JSON or form fields (urlencoded or multipart), as LibreTranslate reads them;
+errors are `{"error": "..."}` with LibreTranslate's statuses (400, 403). The request field `scores` is nmt's
+extension: each translation's confidence (docs/commands/serve.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, TypeVar
 
@@ -12,14 +15,18 @@ from pydantic import BaseModel, ValidationError
 
 from nmt.config.flags import as_flags
 from nmt.core.errors import ref
+from nmt.inference.documents import TextTranslation
 from nmt.serve.http_errors import NOT_JSON, RequestError, shown
 from nmt.serve.schemas import ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest, LibreResponse
-from nmt.serve.service import Service, split
+from nmt.serve.service import Service
+from nmt.serve.web import SUPPORTED_FILES
+from nmt.text.languages import language_name
 
 router = APIRouter(tags=["LibreTranslate"])
 M = TypeVar("M", bound=BaseModel)
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
-CONFIDENCE = 100.0  # /detect answers the model's one source language: there is nothing else it could translate
+SHORT = 40  # characters: a text of a list up to this long takes the language detected in the whole list, as in
+# LibreTranslate (too short to tell alone)
 
 
 def body_doc(model: type[BaseModel]) -> dict[str, Any]:
@@ -64,69 +71,111 @@ def parse(model: type[M], data: dict[str, Any]) -> M:
 @router.post("/translate", response_model=LibreResponse, response_model_exclude_none=True, responses=ERRORS,
              openapi_extra=body_doc(LibreRequest))
 async def translate(request: Request) -> dict[str, Any]:
-    """LibreTranslate-compatible: `q`, `source`, `target` (and `alternatives`, `api_key`) -> `translatedText`."""
+    """LibreTranslate-compatible: `q`, `source` (or auto), `target`, `format` (text, html), `alternatives`,
+    `api_key` -> `translatedText`; nmt's `scores: true` adds each translation's confidence."""
     service: Service = request.app.state.service
-    info = service.info
     req = parse(LibreRequest, await fields(request, service))
     service.check_key(req.api_key)
-    if req.source not in ("auto", info.src) or req.target != info.tgt:
-        raise RequestError(f"this server translates {info.src} to {info.tgt}, not {shown(req.source)} to "
-                           f"{shown(req.target)}", 400)
-    if req.format not in ("text", ""):
-        raise RequestError(f"{shown(req.format)} format is not supported: this server translates plain text", 400)
+    if not req.q:
+        raise RequestError("Invalid request: missing q parameter", 400)
+    fmt = req.format or "text"
+    if fmt not in ("text", "html"):
+        raise RequestError(f"{shown(fmt)} format is not supported", 400)
     if req.alternatives > service.widest - 1:  # in LibreTranslate's words
         raise RequestError(as_flags(f"Invalid request: alternatives parameter must be <= {service.widest - 1} "
                                     f"({ref('max_beam')} {service.widest})"), 400)
-    texts = [req.q] if isinstance(req.q, str) else req.q
-    if not req.q:
-        raise RequestError("Invalid request: missing q parameter", 400)
-    lines = service.lines(texts, split_lines=True)
-    done = await service.translate(request, lines, service.search_for({"nbest": req.alternatives + 1}, 400))
-    results, alternatives, at = [], [], 0
-    for text in texts:
-        mine = done[at : at + len(split(text))]
-        at += len(mine)
-        best = "\n".join(t.text for t in mine)
-        results.append(best)
-        # the k-th alternative of a text: the k-th hypothesis of each of its lines (the best where a line has fewer)
-        others = ["\n".join(t.hypotheses[k][0] if k < len(t.hypotheses) else t.text for t in mine)
-                  for k in range(1, req.alternatives + 1)]
-        alternatives.append(list(dict.fromkeys(a for a in others if a != best)))
-    detected = {"confidence": CONFIDENCE, "language": info.src}
-    single = isinstance(req.q, str)
-    out: dict[str, Any] = {"translatedText": results[0] if single else results}
+    texts = service.texts(req.q)
+    settings = {"nbest": req.alternatives + 1}
     if req.source == "auto":
-        out["detectedLanguage"] = detected if single else [detected] * len(texts)
+        if not service.sources_to(req.target):
+            service.direction(service.sources[0], req.target)  # the 400 naming what this server translates
+        detected = await detect_each(service, texts, req.target)
+    else:
+        service.direction(req.source, req.target)
+        detected = [{"confidence": 100.0, "language": req.source}] * len(texts)
+    done = await translate_grouped(service, request, texts, [d["language"] for d in detected], req.target, fmt,
+                                   settings)
+    single = isinstance(req.q, str)
+    out: dict[str, Any] = {"translatedText": done[0].text if single else [t.text for t in done]}
+    if req.source == "auto":
+        out["detectedLanguage"] = detected[0] if single else detected
     if req.alternatives > 0:
+        alternatives = [list(dict.fromkeys(text for text, _ in t.hypotheses[1:] if text != t.text)) for t in done]
         out["alternatives"] = alternatives[0] if single else alternatives
+    if req.scores:
+        scores = [round(t.score, 4) for t in done]
+        out["scores"] = scores[0] if single else scores
     return out
+
+
+async def detect_each(service: Service, texts: list[str], target: str) -> list[dict[str, Any]]:
+    """The source language of each text among those this server translates to `target`, as LibreTranslate
+    answers it ({"confidence", "language"}): a text of a list up to SHORT characters long takes the language of
+    the whole list; a text without evidence (no letters) the first candidate with confidence 0, as
+    LibreTranslate falls back to English."""
+    among = service.sources_to(target)
+
+    def detect_all() -> list[dict[str, Any]]:
+        overall = service.detect("\n".join(texts), among) if len(texts) > 1 else []
+        out = []
+        for text in texts:
+            found = overall if len(texts) > 1 and len(text) <= SHORT else service.detect(text, among)
+            best = found[0] if found else None
+            out.append({"confidence": round(best.confidence, 2), "language": best.language} if best else
+                       {"confidence": 0.0, "language": among[0]})
+        return out
+
+    return await asyncio.get_running_loop().run_in_executor(None, detect_all)
+
+
+async def translate_grouped(service: Service, request: Request, texts: list[str], sources: list[str], target: str,
+                            fmt: str, settings: dict[str, Any]) -> list[TextTranslation]:
+    """Each text translated from its own source language (texts of one language in one request), in order."""
+    groups: dict[str, list[int]] = {}
+    for i, source in enumerate(sources):
+        groups.setdefault(source, []).append(i)
+    results = await asyncio.gather(*(
+        service.translate_texts(request, [texts[i] for i in at], source, target, format=fmt,
+                                search=service.search_for(settings, 400, (source, target)))
+        for source, at in groups.items()))
+    done: list[Any] = [None] * len(texts)
+    for at, result in zip(groups.values(), results):
+        for i, t in zip(at, result):
+            done[i] = t
+    return done
 
 
 @router.post("/detect", response_model=list[Detected], responses=ERRORS, openapi_extra=body_doc(DetectRequest))
 async def detect(request: Request) -> list[dict[str, Any]]:
-    """LibreTranslate-compatible language detection: the model's source language (its one language)."""
+    """LibreTranslate-compatible language detection among the served source languages: every candidate, most
+    likely first ([{"confidence": 0, "language": the first}] for a text without letters, as LibreTranslate
+    falls back)."""
     service: Service = request.app.state.service
     req = parse(DetectRequest, await fields(request, service))
     service.check_key(req.api_key)
     if not req.q:
         raise RequestError("Invalid request: missing q parameter", 400)
-    return [{"confidence": CONFIDENCE, "language": service.info.src}]
+    text = "\n".join(service.texts(req.q))  # (its limits, and no lone surrogate for the detector)
+    found = await asyncio.get_running_loop().run_in_executor(None, service.detect, text)
+    if not found:
+        return [{"confidence": 0.0, "language": service.sources[0]}]
+    return [{"confidence": round(d.confidence, 2), "language": d.language} for d in found]
 
 
 @router.get("/languages", response_model=list[Language])
 async def languages(request: Request) -> list[dict[str, Any]]:
-    """LibreTranslate's language list: the model's one direction."""
-    info = request.app.state.service.info
-    return [{"code": info.src, "name": info.src, "targets": [info.tgt]}]
+    """LibreTranslate's language list: every served language, its English name and its targets."""
+    return request.app.state.service.languages()  # type: ignore[no-any-return]
 
 
 @router.get("/frontend/settings", response_model=FrontendSettings)
 async def frontend_settings(request: Request) -> dict[str, Any]:
-    """What a LibreTranslate web page reads first: limits, whether a key is needed, the default languages."""
+    """What a LibreTranslate web page reads first: limits, whether a key is needed, the default languages (the
+    first direction's)."""
     service: Service = request.app.state.service
-    info = service.info
+    src, tgt = service.info.direction
     return {"charLimit": service.cfg.max_chars, "frontendTimeout": 500, "apiKeys": service.keys is not None,
-            "keyRequired": service.keys is not None, "suggestions": False, "filesTranslation": False,
-            "supportedFilesFormat": [],
-            "language": {"source": {"code": info.src, "name": info.src},
-                         "target": {"code": info.tgt, "name": info.tgt}}}
+            "keyRequired": service.keys is not None, "suggestions": False, "filesTranslation": True,
+            "supportedFilesFormat": list(SUPPORTED_FILES),
+            "language": {"source": {"code": src, "name": language_name(src)},
+                         "target": {"code": tgt, "name": language_name(tgt)}}}

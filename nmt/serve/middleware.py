@@ -67,13 +67,17 @@ class Gate:
     `body_limit`: bytes a request body may hold (413 beyond, from Content-Length before anything is read,
     else as soon as the streamed bytes pass it; the connection is then closed, the rest never read).
     `body_timeout`: seconds a client may take to send its body (408 after). `on_done(record)` is called
-    once per request; `on_error(line)` gets one line per failure the application let escape."""
+    once per request; `on_error(line)` gets one line per failure the application let escape. `wrap`: an ASGI
+    layer between the recording and the rest (CORS), so that what it answers itself (a preflight) is recorded
+    and its headers reach every answer, the gate's own refusals included."""
 
     def __init__(self, app: ASGIApp, body_limit: int, body_timeout: float,
                  on_done: Callable[[RequestRecord], None] = lambda r: None,
-                 on_error: Callable[[str], None] = lambda line: None):
+                 on_error: Callable[[str], None] = lambda line: None,
+                 wrap: Callable[[ASGIApp], ASGIApp] = lambda app: app):
         self.app, self.body_limit, self.body_timeout = app, body_limit, body_timeout
         self.on_done, self.on_error = on_done, on_error
+        self.wrapped = wrap(self._gated)
         self.in_flight: set[RequestRecord] = set()
         self.counts = {"served": 0, "failed": 0, "dropped": 0}
 
@@ -85,8 +89,16 @@ class Gate:
                                f"{client[0]}:{client[1]}")
         scope[RECORD_KEY] = record
         self.in_flight.add(record)
+
+        async def recorded_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                record.status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                record.answered = True
+            await send(message)
+
         try:
-            await self._handle(scope, receive, send, record)
+            await self.wrapped(scope, receive, recorded_send)
         finally:
             self.in_flight.discard(record)
             record.lines = scope.get(LINES_KEY, 0)
@@ -104,6 +116,9 @@ class Gate:
             self.counts[record.outcome] -= 1
             self.counts["dropped"] += 1
         record.gone = True
+
+    async def _gated(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._handle(scope, receive, send, scope[RECORD_KEY])
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send, record: RequestRecord) -> None:
         received = 0

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from typing import Any, Optional, cast
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from nmt.serve.http_errors import error_response
+from nmt.serve.backend import Direction
+from nmt.serve.http_errors import RequestError, error_response, shown
 from nmt.serve.middleware import CONTENT_TYPE
 from nmt.serve.schemas import ERRORS, Health, TranslateRequest, TranslateResponse, settings_of
 from nmt.serve.service import Service
@@ -22,26 +23,46 @@ def service_of(request: Request) -> Service:
 
 @router.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS)
 async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
-    """Translate a string or a list of strings; optional per-request `beam` and `nbest`."""
+    """Translate a text or a list of texts; optional `source` and `target` (needed when the server translates
+    several directions), `format` (text, html), `scores`, per-request `beam` and `nbest`."""
     service = service_of(request)
     service.check_key(body.api_key or request.query_params.get("api_key"))
-    lines = service.lines(body.text)
-    search = service.search_for(settings_of(body))
-    done = await service.translate(request, lines, search)
+    src, tgt = direction_of(service, body.source, body.target)
+    texts = service.texts(body.text)
+    search = service.search_for(settings_of(body), direction=(src, tgt))
+    if body.format == "html" and search.nbest > 1:
+        raise RequestError("format html gives one translation of each text: leave nbest out", 422)
+    done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search)
     if search.nbest > 1:
         out: list[Any] = [[{"text": text, "score": round(h.score, 4)} for text, h in t.hypotheses] for t in done]
+    elif body.scores:
+        out = [{"text": t.text, "score": round(t.score, 4)} for t in done]
     else:
         out = [t.text for t in done]
-    return {"translations": out, "model": dataclasses.asdict(service.info)}
+    return {"translations": out, "model": dataclasses.asdict(service.directions[src, tgt])}
+
+
+def direction_of(service: Service, source: Optional[str], target: Optional[str]) -> Direction:
+    """The direction a request asks for: the one served that matches the `source` and `target` it gives (either
+    may be left out where only one direction matches); 422 naming the directions served otherwise."""
+    matches = [d for d in service.directions if source in (None, d[0]) and target in (None, d[1])]
+    if len(matches) == 1:
+        return matches[0]
+    served = ", ".join(f"{src} -> {tgt}" for src, tgt in service.directions)
+    if not matches:
+        asked = f"{shown(source or '?')} -> {shown(target or '?')}"
+        raise RequestError(f"this server does not translate {asked}; it translates {served}", 422)
+    raise RequestError(f"give source and target: this server translates {served}", 422)
 
 
 @router.get("/health", response_model=Health, responses={503: ERRORS[503]})
 async def health(request: Request) -> Response:
-    """200 once the model is loaded and warmed up."""
+    """200 once every model is loaded and warmed up: {"status": "ok", ...} as LibreTranslate answers."""
     service = service_of(request)
     if not service.ready:
         return error_response(503, "starting: the model is loading")
-    return JSONResponse({"status": "ready", "model": dataclasses.asdict(service.info),
+    models = [dataclasses.asdict(info) for info in service.directions.values()]
+    return JSONResponse({"status": "ok", "model": models[0], "models": models,
                          "queued_lines": service.batcher.queued_lines})
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from nmt.config import SearchConfig, field_types
 from nmt.inference.decoding import REQUEST_OPTIONS
+from nmt.inference.documents import Format
 
 Text = Union[StrictStr, list[StrictStr]]
 # A request's search setting is its SearchConfig field's type, taken as JSON gives it (no "4" for 4)
@@ -35,7 +36,14 @@ def settings_of(body: Any) -> dict[str, Any]:
 # needs no field here (a class statement would list them)
 TranslateRequest = create_model(
     "TranslateRequest", __config__=ConfigDict(extra="forbid"), __doc__="POST /v1/translate.", __module__=__name__,
-    text=(Text, Field(description="a line, or a list of lines; each gives one translation")),
+    text=(Text, Field(description="a text, or a list of texts; each gives one translation (its sentences "
+                                  "translated, its lines kept)")),
+    source=(Optional[StrictStr], Field(None, description="the source language; needed only when the server "
+                                                         "translates more than one direction")),
+    target=(Optional[StrictStr], Field(None, description="the target language (as source)")),
+    format=(Format, Field("text", description="text, or html (its tags kept)")),
+    scores=(StrictBool, Field(False, description="each translation as {text, score}: score the mean log-probability "
+                                                 "of its tokens (0 at best)")),
     **search_settings(),
     api_key=(Optional[StrictStr], Field(None, description="needed when the server was started with --api-keys")))
 
@@ -57,8 +65,9 @@ class Model(BaseModel):
 
 
 class TranslateResponse(BaseModel):
-    translations: Union[list[str], list[list[Scored]]] = Field(
-        description="one per line, in order; with nbest > 1 a list of {text, score}, best first")
+    translations: Union[list[str], list[Scored], list[list[Scored]]] = Field(
+        description="one per text, in order; with scores a {text, score}; with nbest > 1 a list of {text, score}, "
+                    "best first")
     model: Model
 
 
@@ -66,11 +75,13 @@ class LibreRequest(BaseModel):
     """POST /translate (LibreTranslate), as JSON or as form fields."""
 
     model_config = ConfigDict(extra="ignore")
-    q: Text = Field(description="text, or a list of texts; a text's lines are translated one by one")
-    source: StrictStr = Field("auto", description="the model's source language, or auto")
-    target: StrictStr = Field(description="the model's target language")
-    format: StrictStr = Field("text", description="text (html is not supported)")
+    q: Text = Field(description="text, or a list of texts; a text's sentences and lines are kept")
+    source: StrictStr = Field("auto", description="a served source language, or auto (detected among them)")
+    target: StrictStr = Field(description="a served target language")
+    format: StrictStr = Field("text", description="text or html")
     alternatives: int = Field(0, ge=0, description="other translations to add, best first")
+    scores: bool = Field(False, description="nmt's extension: add `scores`, each translation's mean token "
+                                            "log-probability (0 at best)")
     api_key: Optional[StrictStr] = Field(None, description="needed when the server was started with --api-keys")
 
 
@@ -83,6 +94,7 @@ class LibreResponse(BaseModel):
     translatedText: Union[str, list[str]]
     detectedLanguage: Optional[Union[Detected, list[Detected]]] = Field(None, description="with source auto")
     alternatives: Optional[Union[list[str], list[list[str]]]] = Field(None, description="with alternatives > 0")
+    scores: Optional[Union[float, list[float]]] = Field(None, description="with scores (nmt's extension)")
 
 
 class DetectRequest(BaseModel):
@@ -123,8 +135,9 @@ class FrontendSettings(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
-    model: Model
+    status: str = Field(description="ok (LibreTranslate's answer) once every model is ready")
+    model: Model = Field(description="the first direction's model")
+    models: list[Model] = Field(description="every direction's model")
     queued_lines: int
 
 

@@ -7,7 +7,7 @@ import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Callable, Optional, TextIO
 
@@ -86,11 +86,13 @@ def access_log(path: Optional[Path]) -> Iterator[Optional[Callable[[str], None]]
 SWITCH_INTERVAL = 0.0001  # seconds: how often Python's threads may take the GIL from each other while serving
 
 
-def serve(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, sock: socket.socket,
-          log: Callable[[str], None] = lambda s: None, keys: Optional[frozenset[str]] = None) -> None:
-    """Run the server on `sock` (from `listen`) until SIGINT/SIGTERM: it then stops accepting, answers what is
-    in flight within --drain-timeout, cuts what is left, and returns after one summary line. `keys`: what
-    `check_files(cfg)` returned (None: the files are checked, and the keys read, when the application is made)."""
+def serve(engines: Sequence[TranslationEngine], infos: Sequence[ModelInfo], cfg: ServeConfig, sock: socket.socket,
+          log: Callable[[str], None] = lambda s: None, keys: Optional[frozenset[str]] = None,
+          split: bool = True) -> None:
+    """Run the server of `engines` (one per direction, described by `infos`) on `sock` (from `listen`) until
+    SIGINT/SIGTERM: it then stops accepting, answers what is in flight within --drain-timeout, cuts what is
+    left, and returns after one summary line. `keys`: what `check_files(cfg)` returned (None: the files are
+    checked, and the keys read, when the application is made); `split`: texts cut into sentences."""
     import uvicorn
 
     from nmt.serve.app import create_app
@@ -98,11 +100,12 @@ def serve(engine: TranslationEngine, info: ModelInfo, cfg: ServeConfig, sock: so
     from nmt.serve.middleware import access_line
 
     def ready() -> None:
-        engine = f", {info.engine} engine" if info.engine else ""
-        log(f"ready: {info.name} ({info.src} -> {info.tgt}{engine}) on {address(sock)} (API docs: /docs)")
+        models = "; ".join(f"{info.name} ({info.src} -> {info.tgt}{f', {info.engine} engine' if info.engine else ''})"
+                           for info in infos)
+        log(f"ready: {models} on {address(sock)} (API docs: /docs)")
 
     with access_log(cfg.access_log) as write:
-        gate = create_app(engine, info, cfg, on_ready=ready, on_error=lambda line: log(f"error: {line}"),
+        gate = create_app(engines, infos, cfg, on_ready=ready, split=split, on_error=lambda line: log(f"error: {line}"),
                           on_done=(lambda record: write(access_line(record))) if write else (lambda record: None),
                           keys=keys)
         config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on",

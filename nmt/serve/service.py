@@ -1,35 +1,107 @@
-"""What every translating endpoint does: check the key, the lines and the search settings, queue the lines,
-and wait for their translations (or the client's departure, or the timeout)."""
+"""What every translating endpoint does: check the key, the texts and the search settings, find the direction's
+model (or detect the source language), queue the texts, and wait for their translations (or the client's
+departure, or the timeout); the server's files (API keys, access log), checked before it starts."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import hmac
-from dataclasses import dataclass
-from typing import Any, Optional, Union
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Union, cast
 
 from nmt.config import SearchConfig, ServeConfig, check_field
 from nmt.config.flags import as_fields, as_flags
+from nmt.core.compression import SMALL_TEXT_LIMIT, codec_of_name, read_small_text
 from nmt.core.errors import ConfigError, ref
+from nmt.core.files import check_output_file
+from nmt.inference.documents import FORMATS, TextTranslation
 from nmt.inference.translator import Translation
-from nmt.serve.backend import ModelInfo
+from nmt.serve.backend import Direction, Job, ModelInfo
 from nmt.serve.batcher import Batcher
-from nmt.serve.http_errors import ClientGone, RequestError, TooLarge
+from nmt.serve.http_errors import ClientGone, RequestError, TooLarge, shown
+from nmt.text.languages import Detection, Detector, language_name
 
 LINES_KEY = "nmt.lines"  # the ASGI scope entry where an endpoint notes how many lines it translated
+DetectorFactory = Callable[[Sequence[str]], Any]  # candidates -> an object with detect(text) -> list[Detection]
 
 
 @dataclass
 class Service:
-    """The state the endpoints share (one per application, at `app.state.service`)."""
+    """The state the endpoints share (one per application, at `app.state.service`): the models of the directions
+    served (`directions`, in the order given; the first is the default), the default search of each, the
+    language detectors."""
 
     batcher: Batcher
     cfg: ServeConfig
-    info: ModelInfo
-    search: SearchConfig  # the default search of every request
+    directions: dict[Direction, ModelInfo]
+    search: SearchConfig  # the default search of every request (of the first direction)
     keys: Optional[frozenset[str]] = None  # the accepted API keys; None: none is asked for
-    ready: bool = False  # the model is loaded and warmed up
+    ready: bool = False  # the models are loaded and warmed up, the detectors built
+    searches: dict[Direction, SearchConfig] = field(default_factory=dict)  # each direction's default search
+    detector: DetectorFactory = Detector
+    detectors: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    no_detector: str = ""  # why the detector cannot be built (its package missing): said to requests that need it
+
+    @property
+    def info(self) -> ModelInfo:
+        """The first direction's model."""
+        return next(iter(self.directions.values()))
+
+    @property
+    def sources(self) -> list[str]:
+        return list(dict.fromkeys(src for src, _ in self.directions))
+
+    def sources_to(self, target: str) -> list[str]:
+        """The served source languages that translate to `target`."""
+        return [src for src, tgt in self.directions if tgt == target]
+
+    def build_detectors(self) -> None:
+        """A detector for every set of candidates a request may ask for (every source language for /detect,
+        those with each target for source auto), built once (at start-up, in a thread: loading is slow)."""
+        try:
+            for tgt in [None, *dict.fromkeys(t for _, t in self.directions)]:
+                self.detector_of(self.sources if tgt is None else self.sources_to(tgt))
+        except ConfigError as e:  # the server still translates from the languages a request names
+            self.no_detector = str(e)
+
+    def detector_of(self, among: Sequence[str]) -> Any:
+        key = tuple(among)
+        if key not in self.detectors:
+            self.detectors[key] = self.detector(key)
+        return self.detectors[key]
+
+    def detect(self, text: str, among: Optional[Sequence[str]] = None) -> list[Detection]:
+        """The candidates (`among`, default every served source language) for the language of `text`, most
+        likely first; [] when the text gives no evidence."""
+        if self.no_detector:
+            raise RequestError(f"cannot detect the language: {self.no_detector}; give source", 400)
+        return list(self.detector_of(self.sources if among is None else among).detect(text))
+
+    def languages(self) -> list[dict[str, Any]]:
+        """GET /languages: every served language (sources and targets), each with its English name and the
+        languages it translates to, sorted by name as LibreTranslate lists them."""
+        codes = dict.fromkeys(code for direction in self.directions for code in direction)
+        out = [{"code": code, "name": language_name(code),
+                "targets": sorted(tgt for src, tgt in self.directions if src == code)} for code in codes]
+        return sorted(out, key=lambda lang: (lang["name"], lang["code"]))
+
+    def served(self) -> str:
+        return ", ".join(f"{src} to {tgt}" for src, tgt in self.directions)
+
+    def direction(self, source: str, target: str) -> Direction:
+        """(source, target) when this server translates it; a 400 in LibreTranslate's words otherwise."""
+        if (source, target) in self.directions:
+            return source, target
+        codes = {code for direction in self.directions for code in direction}
+        if source not in self.sources:
+            raise RequestError(f"{shown(source)} is not supported: this server translates {self.served()}", 400)
+        if target not in codes:
+            raise RequestError(f"{shown(target)} is not supported: this server translates {self.served()}", 400)
+        raise RequestError(f"{language_name(target)} ({target}) is not available as a target language from "
+                           f"{language_name(source)} ({source}): this server translates {self.served()}", 400)
 
     def check_key(self, key: Optional[str]) -> None:
         """403 unless `key` is one of --api-keys (when the server has keys)."""
@@ -43,17 +115,13 @@ class Service:
         if not any(hmac.compare_digest(given, k.encode()) for k in self.keys):
             raise RequestError("Invalid API key", 403)
 
-    def lines(self, text: Union[str, list[str]], split_lines: bool = False) -> list[str]:
-        """The request's lines, checked against --max-lines and --max-chars. A newline inside a string
-        becomes a space (one line in, one line out, as `nmt translate` would see it), or, with
-        `split_lines`, separates lines that are translated one by one."""
+    def texts(self, text: Union[str, list[str]]) -> list[str]:
+        """The request's texts, checked against --max-lines (the lines of all of them) and --max-chars (each
+        line). A text is translated whole: its lines and sentences come back in its own layout."""
         texts = [text] if isinstance(text, str) else list(text)
-        if split_lines:
-            lines = [line for t in texts for line in split(t)]
-        else:
-            lines = [t.replace("\r", " ").replace("\n", " ") for t in texts]
-        if not lines:
+        if not texts:
             raise RequestError("no text to translate: give a string or a non-empty list of strings", 400)
+        lines = [line for t in texts for line in split(t)]
         if len(lines) > self.cfg.max_lines:
             raise TooLarge(as_flags(f"{len(lines)} lines in one request; at most {self.cfg.max_lines} "
                                     f"({ref('max_lines')})"))
@@ -67,51 +135,75 @@ class Service:
                 except UnicodeEncodeError as e:  # a lone surrogate: "\ud800" in JSON is no character
                     raise RequestError(f"line {i}: character {e.start} is a lone surrogate ({line[e.start]!a}), "
                                        "not text; send valid Unicode", 400) from None
-        return lines
+        return texts
 
     @property
     def widest(self) -> int:
         """The widest search a request may ask for (beam, nbest): --max-beam, or the server's own default
         search where that is wider."""
-        return max(self.cfg.max_beam, self.search.beam, self.search.nbest)
+        return max(self.cfg.max_beam, *(max(s.beam, s.nbest) for s in [self.search, *self.searches.values()]))
 
-    def search_for(self, settings: dict[str, Any], status: int = 422) -> SearchConfig:
-        """The default search with the settings this request gives (beam, nbest, ...; None: the default;
-        `status` when out of range or wider than --max-beam). A request's n-best widens the beam to match."""
+    def search_for(self, settings: dict[str, Any], status: int = 422,
+                   direction: Optional[Direction] = None) -> SearchConfig:
+        """The direction's default search with the settings this request gives (beam, nbest, ...; None: the
+        default; `status` when out of range or wider than --max-beam). A request's n-best widens the beam to
+        match."""
         given = {name: value for name, value in settings.items() if value is not None}
         for name in ("beam", "nbest"):
             value = given.get(name)
             if isinstance(value, int) and value > self.widest:
                 raise RequestError(as_flags(f"{name} {value}: this server searches at most {self.widest} wide per "
                                             f"request ({ref('max_beam')})"), status)
+        default = self.searches.get(direction, self.search) if direction is not None else self.search
         try:
             for name, value in given.items():
                 check_field(SearchConfig, name, value)
-            search = dataclasses.replace(self.search, **given)
+            search = dataclasses.replace(default, **given)
             if search.nbest > search.beam:
                 search = dataclasses.replace(search, beam=search.nbest)  # n-best needs a beam that wide
             return search.validate()
         except ConfigError as e:
             raise RequestError(as_fields(str(e)), status) from None  # the request's own fields, as it names them
 
-    async def translate(self, request: Any, lines: list[str], search: SearchConfig) -> list[Translation]:
-        """The translations of `lines`, in order, from the batcher. A request whose client leaves, or that
+    async def translate_texts(self, request: Any, texts: list[str], source: str, target: str, *,
+                              format: str = "text", search: Optional[SearchConfig] = None,
+                              settings: Optional[dict[str, Any]] = None) -> list[TextTranslation]:
+        """One TextTranslation per text, of the direction `source` to `target` (a 400 in LibreTranslate's words
+        when this server does not translate it), in `format` ("text" or "html"), with `search` (or the
+        direction's default search with the request's `settings`, see `search_for`; a 400 when out of range)."""
+        direction = self.direction(source, target)
+        if format not in FORMATS:
+            raise RequestError(f"{shown(format)} format is not supported: give one of {', '.join(FORMATS)}", 400)
+        texts = self.texts(texts)
+        if search is None:
+            search = self.search_for(settings or {}, 400, direction)
+        if format == "html" and search.nbest > 1:
+            raise RequestError("html gives one translation of each text: ask for no alternatives (nbest 1)", 400)
+        done = await self.translate(request, texts, Job(direction, search, cast(Any, format)))
+        request.scope[LINES_KEY] = request.scope.get(LINES_KEY, 0) + sum(len(split(t)) for t in texts)
+        return [t if isinstance(t, TextTranslation) else as_text(t) for t in done]
+
+    async def translate(self, request: Any, texts: list[str], job: Job) -> list[Translation]:
+        """The translations of `texts`, in order, from the batcher. A request whose client leaves, or that
         waits longer than --timeout, is taken back from the queue (no work is done for it)."""
-        pending = self.batcher.submit(lines, search)
+        pending = self.batcher.submit(texts, job)
         gone = asyncio.ensure_future(disconnected(request.receive))
         try:
             await asyncio.wait((pending.future, gone), timeout=self.cfg.timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
         if pending.future.done():
-            translations = pending.future.result()  # or this request's own failure, raised
-            request.scope[LINES_KEY] = len(lines)
-            return translations
+            return pending.future.result()  # or this request's own failure, raised
         self.batcher.withdraw(pending)
         if gone.done() and not gone.cancelled():
             raise ClientGone("client closed the request")
         raise RequestError(as_flags(f"not translated within {self.cfg.timeout:g}s ({ref('timeout')}); retry later"),
                            504)
+
+
+def as_text(t: Translation) -> TextTranslation:
+    """A sentence's Translation as a text's (a stand-in engine that gives Translations, in tests)."""
+    return TextTranslation(t.text, t.hypotheses, t.source, [t])
 
 
 async def disconnected(receive: Any) -> None:
@@ -127,3 +219,28 @@ def split(text: str) -> list[str]:
     """A text's lines (\\n, \\r\\n or \\r), the empty ones kept: they come back empty, and the line breaks
     come back where they were."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def check_files(cfg: ServeConfig) -> Optional[frozenset[str]]:
+    """The keys of the --api-keys file (None without one), read once: the server is given these, since a
+    pipe (`--api-keys <(...)`) can be read only once. InputError/OutputError naming the option unless that
+    file holds keys and the --access-log file can be written (before the server starts, not at its first
+    request)."""
+    keys = read_api_keys(cfg.api_keys) if cfg.api_keys is not None else None
+    if cfg.access_log is not None and str(cfg.access_log) != "-":
+        if codec_of_name(str(cfg.access_log), ref("access_log")) is not None:  # (other suffixes: its own error)
+            raise ConfigError(f"{ref('access_log')} {cfg.access_log}: the log is appended to line by line, as plain "
+                              "text; name it without the compression suffix (compress it when it is rotated)")
+        check_output_file(cfg.access_log, ref("access_log"))
+    return keys
+
+
+def read_api_keys(path: Path) -> frozenset[str]:
+    """The keys of an --api-keys file: one per line; blank lines and lines starting with # are skipped. Read
+    bounded, as every small text file is (`/dev/zero` is an error naming the file, not all the memory)."""
+    text = read_small_text(path, f"{ref('api_keys')} {path}", "write one key per line", limit=SMALL_TEXT_LIMIT)
+    keys = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    if not keys:
+        raise ConfigError(f"{ref('api_keys')} {path}: holds no key; write one key per line (or leave {ref('api_keys')} "
+                          "out)")
+    return keys

@@ -198,6 +198,11 @@ def process_group(rank: int, world: int, local_rank: int, use_cuda: bool, init_m
                                 world_size=world, timeout=COLLECTIVE_TIMEOUT)
     try:
         yield Comm(rank, world, device)
+        if world > 1:
+            # Every rank leaves together: a rank that tears gloo down while another still talks to it kills that
+            # one (C++ "terminate called without an active exception", SIGABRT), and its torchrun node then waits
+            # for a restart that never comes (seen on a loaded 2-core machine, 1 run in 3)
+            dist.barrier()
     finally:
         if world > 1:
             dist.destroy_process_group()

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, Optional
 
-from nmt.config import InferenceConfig, Overrides, SearchConfig, flag_of
+from nmt.config import InferenceConfig, Overrides, SearchConfig, TextConfig, flag_of
 from nmt.config.command_options import EvalOptions
 from nmt.core.compression import decompressed
 from nmt.core.errors import ConfigError, InputError
 from nmt.core.files import atomic_write, check_output_file, read_lines, stream_lines
 from nmt.core.progress import Progress, ProgressFn
+from nmt.inference.documents import Documents
 from nmt.inference.engines import open_engine
 from nmt.inference.evaluate import (
     PairedScore,
@@ -85,7 +86,8 @@ ProgressBar = Callable[[int], AbstractContextManager[ProgressFn]]  # a progress 
 
 
 def translate_source(request: EvalOptions, search: Overrides[SearchConfig], options: InferenceConfig,
-                     refs: list[list[str]], log: ProgressFn, bar: ProgressBar) -> tuple[str, list[str]]:
+                     refs: list[list[str]], log: ProgressFn, bar: ProgressBar,
+                     text: TextConfig = TextConfig()) -> tuple[str, list[str]]:
     """--model's translations of --src (line-parallel to the first reference), saved to --save-hyp if given."""
     assert request.model and request.src is not None  # check_translating refuses --model without --src
     sources = list(read_lines(request.src))
@@ -94,7 +96,7 @@ def translate_source(request: EvalOptions, search: Overrides[SearchConfig], opti
     translator = open_engine(request.model, search, options, progress=log)
     with bar(len(sources)) as report:
         translator.progress = report
-        translations = translate_file(translator, None, sources)
+        translations = translate_file(Documents(translator, text.split), None, sources)
     if request.save_hyp:
         with atomic_write(request.save_hyp, "w") as f:
             f.write("".join(h + "\n" for h in translations))
@@ -102,7 +104,8 @@ def translate_source(request: EvalOptions, search: Overrides[SearchConfig], opti
 
 
 def evaluate(request: EvalOptions, search: Overrides[SearchConfig], inference: Overrides[InferenceConfig],
-             stdin: Callable[[], IO[bytes]], log: ProgressFn, bar: ProgressBar) -> EvalResult:
+             stdin: Callable[[], IO[bytes]], log: ProgressFn, bar: ProgressBar,
+             text: TextConfig = TextConfig()) -> EvalResult:
     """Score every system against the references (or test them against the first with paired bootstrap
     resampling); every option is checked before anything is read."""
     options = check_translating(request, search, inference)
@@ -113,7 +116,7 @@ def evaluate(request: EvalOptions, search: Overrides[SearchConfig], inference: O
     ref_names = [str(r) for r in request.ref]
     systems = [read_system(h, stdin) for h in request.hyp or ([] if request.model else ["-"])]
     if options is not None:
-        systems.append(translate_source(request, search, options, refs, log, bar))
+        systems.append(translate_source(request, search, options, refs, log, bar, text))
     left_out = ter_left_out(systems, reference_sets(refs), ref_names)
     if left_out:
         log(Progress("eval", message=f"warning: {left_out}"))

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Optional
 
-from nmt.config import InferenceConfig, Overrides
-from nmt.core.errors import ConfigError, ref
+from nmt.config import InferenceConfig, Overrides, TextConfig
+from nmt.core.errors import ConfigError, InputError, ref
 from nmt.core.files import check_input_file, check_output_file
 from nmt.core.progress import Progress, ProgressFn
+from nmt.inference.documents import Documents, Format
 from nmt.inference.engines import Engine
 from nmt.inference.heatmaps import pharaoh, require_matplotlib, write_heatmaps
 from nmt.inference.translator import format_nbest, read_chunks
@@ -18,7 +19,8 @@ from nmt.workflows.paths import check_distinct
 
 
 def check_translate(model: list[Path], inference: Overrides[InferenceConfig], input: Optional[Path],
-                    output: Optional[Path], attention: Optional[Path], alignments: bool) -> InferenceConfig:
+                    output: Optional[Path], attention: Optional[Path], alignments: bool,
+                    format: Format = "text") -> InferenceConfig:
     """The inference options, once every file and option is checked (before the model loads)."""
     check_distinct(ref("model"), model)
     if output:
@@ -28,6 +30,9 @@ def check_translate(model: list[Path], inference: Overrides[InferenceConfig], in
     options = inference.apply()
     if attention:
         require_matplotlib()  # fail before translating anything
+    if format == "html" and (attention or alignments):
+        raise ConfigError(f"{ref('format')} html: {ref('alignments')} and {ref('attention')} are for plain text "
+                          "lines; leave them out")
     if (attention or alignments) and len(model) > 1:
         raise ConfigError(f"{ref('attention')} and {ref('alignments')} read one model's attention; give one "
                           f"{ref('model')}, not an ensemble")
@@ -35,17 +40,45 @@ def check_translate(model: list[Path], inference: Overrides[InferenceConfig], in
 
 
 def translated_text(translator: Engine, stream: IO[bytes], log: ProgressFn, alignments: bool = False,
-                    attention: Optional[Path] = None) -> Iterator[str]:
-    """The output of each line of `stream` as it is translated (its lines, newline-terminated); with
-    `attention`, the heatmaps of each line's best translation are written to that folder."""
+                    attention: Optional[Path] = None, text: TextConfig = TextConfig(), format: Format = "text",
+                    scores: bool = False) -> Iterator[str]:
+    """The output of each line of `stream` as it is translated (its lines, newline-terminated): each line cut
+    into sentences (`text.split`) and put back together; with `attention`, the heatmaps of each line's best
+    translation are written to that folder; with `scores`, each translation is followed by a tab and its score.
+    `format` html: the whole input is one HTML document, written back with its tags."""
+    documents = Documents(translator, text.split, format)
+    if format == "html":  # check_translate refused --alignments and --attention
+        page = read_document(stream, log)
+        t = documents.translate_chunk([page])[0]
+        yield t.text + (f"\t{t.score:.4f}" if scores else "") + "\n"
+        return
     nbest = translator.search_cfg.nbest
-    for i, t in enumerate(translator.translate(read_chunks(stream, progress=log))):
+    for i, t in enumerate(documents.translate(read_chunks(stream, progress=log))):
         lines = format_nbest(i, t) if nbest > 1 else [t.text]
         if alignments:
-            aligned = [pharaoh(translator.alignment(t.source, h, i)) for _, h in t.hypotheses[: len(lines)]]
+            aligned = [pharaoh(documents.alignment(t, rank, i)) for rank in range(len(lines))]
             lines = [f"{line}\t{a}" if nbest > 1 else f"{line} ||| {a}" for line, a in zip(lines, aligned)]
+        if scores and nbest == 1:
+            lines = [f"{lines[0]}\t{t.score:.4f}"]
         yield "\n".join(lines) + "\n"
         if attention and t.hypotheses and t.source:
-            paths = write_heatmaps(translator.attention(t.source, t.hypotheses[0][1], i), attention, i)
-            log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} "
-                                              f"to {attention}"))
+            for j, sentence in enumerate(t.sentences):
+                paths = write_heatmaps(translator.attention(sentence.source, sentence.hypotheses[0][1], i), attention,
+                                       i, j if len(t.sentences) > 1 else None)
+                log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} "
+                                                  f"to {attention}"))
+
+
+MAX_DOCUMENT = 64 << 20  # characters of one --format html document: it is held whole, with its translation
+
+
+def read_document(stream: IO[bytes], log: ProgressFn) -> str:
+    """The whole input as one document (--format html), bounded: InputError past MAX_DOCUMENT characters."""
+    lines, size = [], 0
+    for chunk in read_chunks(stream, progress=log):
+        lines += chunk
+        size += sum(len(line) + 1 for line in chunk)
+        if size > MAX_DOCUMENT:
+            raise InputError(f"{ref('input')}: more than {MAX_DOCUMENT >> 20} Mi characters; {ref('format')} html "
+                             "translates one document held in memory: split it into pages")
+    return "\n".join(lines)

@@ -20,9 +20,9 @@ def average_command(
     given: Overrides[AverageOptions],
 ) -> None:
     """Average the parameters of several checkpoints into one."""
-    from nmt.cli.console import err
+    from nmt.cli.console import say
     from nmt.workflows.model_files import average_into
 
     o = given.apply()
     paths = average_into(o.out, inputs, o.last)
-    err.print(f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {o.out}")
+    say(f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {o.out}")

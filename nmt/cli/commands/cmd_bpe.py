@@ -21,7 +21,7 @@ def bpe_command(
                                                          metavar="FILES")] = None,
 ) -> None:
     """Learn a joint (source + target) subword vocabulary: BPE with youtokentome, or SentencePiece."""
-    from nmt.cli.console import err, progress_display
+    from nmt.cli.console import progress_display, say
     from nmt.core.files import check_input_file
     from nmt.text.tokenizer import describe_kind, train_tokenizer
 
@@ -31,4 +31,4 @@ def bpe_command(
         tok = train_tokenizer(o.kind, files, o.out, vocab_size=o.vocab_size, model_type=o.model_type,
                               sample=o.sample, seed=1 if o.seed is None else o.seed, threads=o.threads or -1,
                               progress=report)
-    err.print(f"{describe_kind(tok)} model with {tok.vocab_size:,} tokens written to {o.out}")
+    say(f"{describe_kind(tok)} model with {tok.vocab_size:,} tokens written to {o.out}")

@@ -14,7 +14,7 @@ EPILOG = "Example: nmt demo --out nmt-demo"
 @with_config_options({"given": DemoOptions})
 def demo_command(given: Overrides[DemoOptions]) -> None:
     """Run the whole pipeline on the bundled sample corpus: bpe, prepare, train, average, translate, eval."""
-    from nmt.cli.console import err, progress_display
+    from nmt.cli.console import progress_display, say
     from nmt.workflows.demo import run_demo
     from nmt.workflows.threads import set_threads
 
@@ -22,7 +22,7 @@ def demo_command(given: Overrides[DemoOptions]) -> None:
     set_threads(o.threads)
     with progress_display() as report:
         result = run_demo(o.out, max_updates=o.max_updates, progress=report)
-    err.print("\nSample translations (test set):")
+    say("\nSample translations (test set):")
     write_stdout("".join(f"SRC  {src}\nHYP  {hyp}\nREF  {ref}\n\n" for src, hyp, ref in result.samples)
                  + scores_table(result.scores))
-    err.print(f"demo finished in {result.seconds:.0f}s; everything is in {o.out}")
+    say(f"demo finished in {result.seconds:.0f}s; everything is in {o.out}")

@@ -26,7 +26,7 @@ def download_command(
 ) -> None:
     """Download a parallel dataset into OUT/{train,valid,test}.{src,tgt} with a MANIFEST.json."""
     from nmt import download as dl
-    from nmt.cli.console import err, progress_display
+    from nmt.cli.console import progress_display, say
     from nmt.core.errors import InputError
 
     o = given.apply()
@@ -34,8 +34,8 @@ def download_command(
         rows = ([as_flags(cell) for cell in dl.describe(info)] for info in dl.list_datasets())
         write_stdout(datasets_table(rows))  # refuses a closed stdout
         groups = ", ".join(f"{family} ({', '.join(pairs)})" for family, pairs in dl.families().items())
-        err.print(f"A family takes --pair (its first pair is the default): {groups}; "
-                  "e.g. `nmt download wmt14 --pair en-fr` is wmt14-en-fr.")
+        say(f"A family takes --pair (its first pair is the default): {groups}; "
+            "e.g. `nmt download wmt14 --pair en-fr` is wmt14-en-fr.")
         return
     if name is None or o.out is None:
         raise InputError("name a dataset and --out FOLDER (e.g. nmt download multi30k --out data/multi30k), "
@@ -47,13 +47,13 @@ def download_command(
     with progress_display(bytes_unit=True) as report:
         result = dl.download(spec, o.out, mirror=o.mirror, extra_tests=o.extra_tests, progress=report,
                              timeout=o.timeout)
-    err.print(as_flags(dl.summary(result)))
+    say(as_flags(dl.summary(result)))
 
 
 def verify_download(name: str, out: Path) -> None:
     """--verify: print each file that differs from the manifest; InputError if any does."""
     from nmt import download as dl
-    from nmt.cli.console import err
+    from nmt.cli.console import say
     from nmt.core.errors import InputError
 
     good, problems = dl.verify_outputs(out)
@@ -62,4 +62,4 @@ def verify_download(name: str, out: Path) -> None:
     if problems:
         raise InputError(f"{out}: {len(problems)} of {len(good) + len(problems)} files differ from {dl.MANIFEST}; "
                          f"run `nmt download {name} --out {out}` again to rewrite them")
-    err.print(f"{out}: all {len(good)} files match {dl.MANIFEST}")
+    say(f"{out}: all {len(good)} files match {dl.MANIFEST}")

@@ -29,12 +29,12 @@ def import_marian_command(
     given: Overrides[ImportMarianOptions],
 ) -> None:
     """Import a Marian model (Helsinki-NLP's OPUS-MT) from a Hugging Face folder; needs no transformers."""
-    from nmt.cli.console import err
+    from nmt.cli.console import say
     from nmt.importers.marian import describe
     from nmt.workflows.model_files import import_marian_into
 
     o = given.apply()
     imported = import_marian_into(o.out, folder, o.src, o.tgt)
     for note in imported.notes:
-        err.print(as_flags(note))
-    err.print(as_flags(describe(imported, o.out)))
+        say(as_flags(note))
+    say(as_flags(describe(imported, o.out)))

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nmt.cli.options import with_config_options
-from nmt.config import InferenceConfig, Overrides, SearchConfig, ServeConfig
+from nmt.config import InferenceConfig, Overrides, SearchConfig, ServeConfig, TextConfig
 from nmt.config.command_options import ListenOptions
 
-EPILOG = ("Example: nmt serve -m run/averaged.pt --port 8080   then   curl -s "
+EPILOG = ("Example: nmt serve -m ende.pt -m deen.pt --port 8080   then   curl -s "
           "localhost:8080/v1/translate -H 'Content-Type: application/json' "
-          "-d '{\"text\": \"A man is walking.\"}'")
+          "-d '{\"text\": \"A man is walking.\", \"source\": \"en\", \"target\": \"de\"}'")
 
 
 @with_config_options({"given": ListenOptions, "search": SearchConfig, "inference": InferenceConfig,
-                      "server": ServeConfig})
+                      "server": ServeConfig, "text": TextConfig})
 def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfig],
-                  inference: Overrides[InferenceConfig], server: Overrides[ServeConfig]) -> None:
-    """Serve a checkpoint over HTTP: POST /v1/translate, LibreTranslate's API (POST /translate, /detect,
-    /languages, /frontend/settings), /health, /metrics, /docs; concurrent requests are batched together.
-    Needs the web stack: pip install "nmt-toolkit[serve]"."""
+                  inference: Overrides[InferenceConfig], server: Overrides[ServeConfig],
+                  text: Overrides[TextConfig]) -> None:
+    """Serve checkpoints over HTTP, one direction each (-m ende.pt -m deen.pt; several of one direction are an
+    ensemble): POST /v1/translate, LibreTranslate's API (POST /translate, /detect, /languages,
+    /frontend/settings), /health, /metrics, /docs; concurrent requests are batched together. Needs the web
+    stack: pip install "nmt-toolkit[serve]"."""
     from nmt.cli.console import message_logger
     from nmt.core.progress import Progress
     from nmt.inference.engines import open_engine
@@ -34,6 +38,24 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     set_threads(options.threads)
     sock = listen(o.host, o.port)
     log = message_logger()  # the server's log: messages, not each batch's progress
-    engine = open_engine(o.model, search, options, progress=log)
-    serve(engine, model_info(o.model, engine), cfg, sock, log=lambda message: log(Progress("serve", message=message)),
-          keys=keys)
+    split = text.apply().split
+    engines, infos = [], []
+    for paths in by_direction(o.model):
+        engine = open_engine(paths, search, options, progress=log)
+        engines.append(engine)
+        infos.append(model_info(paths, engine))
+    serve(engines, infos, cfg, sock, log=lambda message: log(Progress("serve", message=message)), keys=keys,
+          split=split)
+
+
+def by_direction(paths: list[Path]) -> list[list[Path]]:
+    """The checkpoints grouped by direction (their stored languages), in the order given: each group is one
+    engine (an ensemble where it holds several). One checkpoint is not read here (its engine reads it)."""
+    from nmt.model.checkpoint import load
+
+    if len(paths) == 1:
+        return [list(paths)]
+    groups: dict[tuple[str, str], list[Path]] = {}
+    for path in paths:
+        groups.setdefault(load(path).languages, []).append(path)
+    return list(groups.values())

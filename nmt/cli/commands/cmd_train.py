@@ -16,7 +16,7 @@ EPILOG = ("Example: nmt train --data run/data --out run --preset base --gpus 8  
 def train_command(run: Overrides[TrainRunOptions], model: Overrides[ModelConfig],
                   train: Overrides[TrainConfig]) -> None:
     """Train a Transformer (or resume the run in --out), on the CPU, GPUs or several machines."""
-    from nmt.cli.console import err, progress_display
+    from nmt.cli.console import progress_display, say
     from nmt.training.launch import train as train_run
     from nmt.workflows.training_run import resolved_toml, summary, train_plan
 
@@ -29,4 +29,4 @@ def train_command(run: Overrides[TrainRunOptions], model: Overrides[ModelConfig]
         result = train_run(o.data, o.out, chosen.preset, chosen.model, chosen.train, gpus=o.gpus, progress=report,
                            nproc=o.nproc, threads=o.threads)
     if result.rank == 0:  # under torchrun every process returns here; rank 0 speaks for the run
-        err.print(as_flags(summary(result, o.out)))
+        say(as_flags(summary(result, o.out)))

@@ -6,17 +6,19 @@ import contextlib
 
 from nmt.cli.options import with_config_options
 from nmt.cli.stdio import stdin_bytes, write_stdout
-from nmt.config import InferenceConfig, Overrides, SearchConfig
+from nmt.config import InferenceConfig, Overrides, SearchConfig, TextConfig
 from nmt.config.command_options import TranslateOptions
 
 EPILOG = "Example: cat news.en | nmt translate --model run/averaged.pt --beam 4 > news.de"
 
 
-@with_config_options({"given": TranslateOptions, "search": SearchConfig, "inference": InferenceConfig})
+@with_config_options({"given": TranslateOptions, "search": SearchConfig, "inference": InferenceConfig,
+                      "text": TextConfig})
 def translate_command(given: Overrides[TranslateOptions], search: Overrides[SearchConfig],
-                      inference: Overrides[InferenceConfig]) -> None:
-    """Translate stdin to stdout, one output line per input line, streaming (plain or compressed text:
-    gzip, bzip2, xz; -o NAME.gz writes gzip)."""
+                      inference: Overrides[InferenceConfig], text: Overrides[TextConfig]) -> None:
+    """Translate stdin to stdout, one output line per input line, streaming; a line of several sentences is
+    translated sentence by sentence (plain or compressed text: gzip, bzip2, xz; -o NAME.gz writes gzip; --format
+    html: an HTML document, its tags kept)."""
     from nmt.cli.console import message_logger, progress_wanted, translation_progress
     from nmt.core.files import atomic_write, count_lines, open_input
     from nmt.inference.engines import Needs, open_engine
@@ -24,7 +26,7 @@ def translate_command(given: Overrides[TranslateOptions], search: Overrides[Sear
     from nmt.workflows.translation import check_translate, translated_text
 
     o = given.apply()
-    options = check_translate(o.model, inference, o.input, o.output, o.attention, o.alignments)
+    options = check_translate(o.model, inference, o.input, o.output, o.attention, o.alignments, o.format)
     set_threads(options.threads)
     # A bar (sentences/s, time left) for a file on a terminal; a pipe or a log gets only warnings.
     total = count_lines(o.input) if o.input and o.input.is_file() and progress_wanted() else None
@@ -36,8 +38,9 @@ def translate_command(given: Overrides[TranslateOptions], search: Overrides[Sear
                 translation_progress(total) as report:
             write = out_file.write if out_file is not None else write_stdout
             translator.progress = report
-            for text in translated_text(translator, stream, report, o.alignments, o.attention):
-                write(text)
+            for out in translated_text(translator, stream, report, o.alignments, o.attention, text.apply(), o.format,
+                                       o.scores):
+                write(out)
     finally:
         if o.input:
             stream.close()

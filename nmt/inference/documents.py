@@ -1,0 +1,192 @@
+"""Texts as people write them, translated by a model trained on sentences: a line holding several sentences, a
+request text of several lines, an HTML document. Each text is cut into sentences (`nmt.text.sentences`, the model's
+source language) and, for HTML, into the text of its blocks (`nmt.text.markup`); every sentence of a batch of texts
+goes to the engine at once; the translations are put back with each text's own spacing, line breaks and tags.
+
+`Documents` wraps any engine (`nmt.inference.engines.Engine`) and is used as one by `translate`, `eval`, the server
+and the Python API: `translate_chunk` and `translate` give one `TextTranslation` per text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from nmt.core.errors import ConfigError, ref
+from nmt.core.progress import Progress
+from nmt.inference.search import Hypothesis
+from nmt.inference.translator import Translation, check_chunk
+from nmt.text.markup import Aligned, translate_html
+from nmt.text.sentences import Split, split_sentences
+
+if TYPE_CHECKING:  # the protocol of engines, for type checkers only (engines.py opens them)
+    from nmt.inference.engines import Engine
+
+Format = Literal["text", "html"]
+FORMATS: tuple[Format, ...] = ("text", "html")
+LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+NOTHING = Hypothesis([], 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A text as sentences and what surrounds them: its lines (each a Split) and the line breaks between them."""
+
+    lines: list[Split]
+    breaks: list[str]  # len(lines) - 1: "\n", "\r\n" or "\r", as the text has them
+
+    @property
+    def sentences(self) -> list[str]:
+        return [s for line in self.lines for s in line.sentences]
+
+    def join(self, translated: Sequence[str]) -> str:
+        """The text with each sentence replaced by its translation (one per sentence, in order)."""
+        out, at = [], 0
+        for i, line in enumerate(self.lines):
+            n = len(line.sentences)
+            out.append(line.join(translated[at : at + n]))
+            at += n
+            if i < len(self.breaks):
+                out.append(self.breaks[i])
+        return "".join(out)
+
+
+def layout(text: str, lang: str, split: bool) -> Layout:
+    """`text` cut into lines and (with `split`) sentences. Without `split` a line is one sentence, given to the
+    model as it is (a line of only spaces is none: it translates to an empty line, as it always has)."""
+    parts = LINE_BREAK.split(text)
+    lines = parts[0::2]
+    if split:
+        return Layout([split_sentences(line, lang) for line in lines], parts[1::2])
+    return Layout([Split([line], ["", ""]) if line.strip() else Split([], [""]) for line in lines], parts[1::2])
+
+
+@dataclass
+class TextTranslation(Translation):
+    """The translation of one text: `text` the best one, `hypotheses` the n best (the k-th joins each sentence's
+    k-th hypothesis; its score and log-probability are their sums), `sentences` each sentence's own."""
+
+    sentences: list[Translation] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        """How sure the model is of the best translation: the mean log-probability of its tokens (each sentence's
+        end included), from minus infinity to 0; exp(score) is the geometric mean of the token probabilities.
+        0.0 for a text with nothing to translate."""
+        best = [t.hypotheses[0][1] for t in self.sentences if t.hypotheses]
+        tokens = sum(len(h.tokens) + 1 for h in best if h.tokens or h.log_prob)
+        return sum(h.log_prob for h in best) / tokens if tokens else 0.0
+
+
+def assemble(source: str, shape: Layout, done: list[Translation], nbest: int) -> TextTranslation:
+    """One text's TextTranslation from its sentences' translations (in the order of `shape.sentences`)."""
+    if not done:  # nothing but spaces and line breaks: they come back as they were
+        kept = shape.join([])
+        return TextTranslation(kept, [(kept, NOTHING)] * nbest, source, [])
+    if len(done) == 1 and shape.sentences == [source]:  # a line that is one sentence: what the engine gave
+        return TextTranslation(done[0].text, done[0].hypotheses, source, done)
+    options = [t.hypotheses or [(t.text, NOTHING)] for t in done]
+    hypotheses = []
+    for k in range(max(len(o) for o in options)):
+        picked = [o[min(k, len(o) - 1)] for o in options]  # a sentence with fewer hypotheses gives its last
+        hypotheses.append((shape.join([text for text, _ in picked]),
+                           Hypothesis([tok for _, h in picked for tok in h.tokens], sum(h.score for _, h in picked),
+                                      sum(h.log_prob for _, h in picked))))
+    return TextTranslation(hypotheses[0][0], hypotheses, source, done)
+
+
+class Documents:
+    """An engine that translates texts rather than sentences (see the module's docstring).
+
+    `split`: cut lines into sentences (TextConfig.split); `format`: "text", or "html" (each text a fragment or
+    a whole document whose tags are kept, see `nmt.text.markup`)."""
+
+    def __init__(self, engine: Engine, split: bool = True, format: Format = "text"):
+        if format not in FORMATS:
+            raise ConfigError(f"{ref('format')} {format!r}: give one of {', '.join(FORMATS)}")
+        if format == "html" and engine.search_cfg.nbest > 1:
+            raise ConfigError(f"{ref('format')} html gives one translation of each document; leave {ref('nbest')} "
+                              "out")
+        self.engine, self.split, self.format = engine, split, format
+        self.name = engine.name
+        self.search_cfg = engine.search_cfg
+        self.lang = engine.languages[0]
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        return self.engine.languages
+
+    def translate_chunk(self, texts: list[str], first_line: int = 0) -> list[TextTranslation]:
+        """One TextTranslation per text, in order; every sentence of `texts` is searched in one call of the
+        engine (its batches)."""
+        if self.format == "html":
+            return [self.translate_html(text, first_line + i) for i, text in enumerate(texts)]
+        shapes = [layout(text, self.lang, self.split) for text in texts]
+        sentences = [s for shape in shapes for s in shape.sentences]
+        done = self.sentences_of(sentences, first_line, len(texts)) if sentences else []
+        out, at = [], 0
+        for text, shape in zip(texts, shapes):
+            n = len(shape.sentences)
+            out.append(assemble(text, shape, done[at : at + n], self.search_cfg.nbest))
+            at += n
+        return out
+
+    def sentences_of(self, sentences: list[str], first_line: int, texts: int) -> list[Translation]:
+        """The engine's translations of `sentences`, the sentences of `texts` texts from text number `first_line`
+        on: its progress (sentences done) is told as texts done, in proportion, so that a bar over the input's
+        lines ends at its total."""
+        engine = self.engine
+        report = engine.progress
+
+        def as_texts(event: Progress) -> None:
+            if not event.message and len(sentences) != texts:
+                sentences_done = event.done - first_line
+                event = dataclasses.replace(event, done=first_line + sentences_done * texts // len(sentences))
+            report(event)
+
+        engine.progress = as_texts
+        try:
+            return engine.translate_chunk(sentences, first_line)
+        finally:
+            engine.progress = report
+
+    def translate(self, chunks: Iterable[list[str]]) -> Iterator[TextTranslation]:
+        """One TextTranslation per text of a stream of chunks, in order, as each chunk is translated."""
+        seen = 0
+        for chunk in chunks:
+            check_chunk(chunk)
+            yield from self.translate_chunk(chunk, seen)
+            seen += len(chunk)
+
+    def alignment(self, translation: TextTranslation, rank: int = 0,
+                  line_index: int = 0) -> list[tuple[int, int]]:
+        """Word alignment of a text and its `rank`-th translation: (source word, target word) pairs, words
+        counted over the whole text (its sentences' words, in order), from each sentence's alignment."""
+        pairs: list[tuple[int, int]] = []
+        src_at = tgt_at = 0
+        for t in translation.sentences:
+            if not t.hypotheses:
+                continue
+            text, hypothesis = t.hypotheses[min(rank, len(t.hypotheses) - 1)]
+            pairs += [(s + src_at, w + tgt_at) for s, w in self.engine.alignment(t.source, hypothesis, line_index)]
+            src_at += len(t.source.split())
+            tgt_at += len(text.split())
+        return pairs
+
+    def translate_html(self, document: str, index: int = 0) -> TextTranslation:
+        """One HTML document (or fragment), its tags kept: the text of its blocks and translatable attributes
+        translated, inline tags placed through the word alignment."""
+        sentences: list[Translation] = []
+
+        def translate(texts: list[str]) -> list[Aligned]:
+            done = Documents(self.engine, self.split).translate_chunk(texts, index)
+            sentences.extend(s for t in done for s in t.sentences)
+            # an alignment is a pass of the model: made only for the blocks whose inline tags need one
+            return [Aligned(t.text, functools.partial(self.alignment, t, 0, index)) for t in done]
+
+        text = translate_html(document, translate)
+        return TextTranslation(text, [(text, NOTHING)], document, sentences)

@@ -1,0 +1,499 @@
+"""Translating HTML while keeping its markup: `translate_html`.
+
+The standard library's tolerant `html.parser` cuts the document into tokens, each kept as written; the text of each
+block and each translatable attribute value go to one call of `translate`; the rest is written back as it was.
+
+- Blocks: a non-inline element (p, div, li, td, h1, title, option, button, unknown ones), <br> or <hr> ends a text.
+- Inline elements (`INLINE`: a, b, em, span, sub, label, font, ...) stay in the text; their tags go round the target
+  words aligned to their source words (without alignment: the same share of the translation), a child inside its
+  parent, a range that would cross another grown to hold it. Markup inside a word (H<sub>2</sub>O) keeps its place
+  where the aligned target word is as long as the source word.
+- Untouched, content and all: `UNTOUCHED` (script, style, code, pre, textarea: what a form sends, ...), and elements
+  with translate="no" or the class "notranslate" (translate="yes" inside included).
+- Objects, kept as written after the target word aligned to the source word before them: untouched inline elements,
+  void ones (img, input, wbr), comments, and tags that pair with none in their block (malformed markup).
+- Translated attributes: `TRANSLATED`, the value of `BUTTONS` inputs, the content of `DESCRIPTIONS` metas.
+- Texts given: entities decoded, runs of HTML whitespace as one space, a block's leading and trailing whitespace
+  kept outside as written; a text without a word is not given. Written back: `<`, `>`, `&` escaped, and characters
+  the source block (or attribute value) wrote as an entity (&nbsp; &copy;) as that entity; nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+import html as htmllib
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from itertools import accumulate
+from typing import Optional, Union
+
+from nmt.core.errors import InputError
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """One translated text and its word alignment."""
+
+    text: str  # the translation, plain text (markup.py escapes it)
+    # (source word, target word) pairs, 0-based; words are str.split() of the source text given and of `text`;
+    # or a function that gives them, called only for a text whose inline markup needs them (an alignment costs a
+    # pass of the model, and most blocks have no inline tags)
+    alignment: Union[list[tuple[int, int]], Callable[[], list[tuple[int, int]]]] = field(default_factory=list)
+
+
+Translate = Callable[[list[str]], list[Aligned]]
+
+INLINE = frozenset(["a", "abbr", "acronym", "b", "bdi", "bdo", "big", "blink", "cite", "data", "del", "dfn", "em",
+                    "font", "i", "ins", "label", "mark", "nobr", "q", "rb", "rp", "rt", "rtc", "ruby", "s", "small",
+                    "span", "strike", "strong", "sub", "sup", "time", "tt", "u"])
+UNTOUCHED = frozenset(["script", "style", "code", "pre", "kbd", "samp", "var", "textarea", "svg", "math", "iframe",
+                       "object", "canvas", "xmp", "plaintext", "noembed", "noframes"])
+VOID = frozenset(["area", "base", "br", "col", "embed", "hr", "img", "input", "keygen", "link", "meta", "param",
+                  "source", "track", "wbr"])
+# What stands inside a block's text as one object (the rest of VOID and UNTOUCHED ends a block).
+OBJECTS = (VOID - {"br", "hr"}) | (UNTOUCHED - {"pre", "xmp", "plaintext", "noembed", "noframes"})
+TRANSLATED = frozenset(["alt", "title", "placeholder", "aria-label"])
+BUTTONS = frozenset(["button", "submit", "reset"])
+DESCRIPTIONS = frozenset(["description", "og:title", "og:description", "twitter:title", "twitter:description"])
+MAX_DEPTH = 100  # inline elements nested deeper are objects, elements left open deeper are forgotten
+
+SPACE = " \t\n\r\f"  # HTML's whitespace
+RUNS = re.compile(r"[ \t\n\r\f]+|[^ \t\n\r\f]+")
+WORD = re.compile(r"\S+")  # a word of str.split()
+ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
+MARKUP = re.compile(r"<[A-Za-z/!?]")
+ATTRIBUTE = re.compile(r"""([^\s/>"'=][^\s/>=]*)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
+
+Attrs = list[tuple[str, Optional[str]]]
+Token = tuple[str, str, Attrs, str]  # kind, tag name, attributes, the text as written
+
+
+def translate_html(html: str, translate: Translate) -> str:
+    """`html` (a fragment or a whole document) with the text of each block translated and every tag kept.
+
+    `translate` is called once with every text to translate (not at all where there is none), and must return one
+    `Aligned` per text, in order."""
+    if not isinstance(html, str):
+        raise TypeError(f"translate_html takes the HTML as a str, not {type(html).__name__}")
+    (document := _Document()).walk(_tokens(html))
+    results = list(translate(list(document.texts))) if document.texts else []
+    if len(results) != len(document.texts) or not all(isinstance(r, Aligned) for r in results):
+        raise InputError(f"translate returned {len(results)} results for {len(document.texts)} texts: it must "
+                         "return one Aligned per text, in order")
+    return _join(document.out, results)
+
+
+class _Tokens(HTMLParser):
+    """The tokens of a document, each with where it starts (line, column) and the length of its own text."""
+
+    found: list[tuple[str, str, Attrs, tuple[int, int], int]]  # kind, tag, attributes, (line, column), length
+
+    def handle_starttag(self, tag: str, attrs: Attrs) -> None:
+        self.found.append(("start", tag, attrs, self.getpos(), len(self.get_starttag_text() or "")))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.found.append(("end", tag, [], self.getpos(), -1))
+
+    def handle_data(self, data: str) -> None:
+        self.found.append(("text", "", [], self.getpos(), -1))  # read from the source, entities as spelt there
+
+    handle_comment = handle_pi = unknown_decl = handle_data  # text that `_tokens` finds is markup
+    handle_startendtag = handle_starttag  # <br/>: its tag ends with "/>"
+
+
+def _tokens(html: str) -> list[Token]:
+    """Every token of `html` with its text as written: the texts put together are `html`."""
+    found: list[tuple[str, str, Attrs, int, int]] = []
+    base = 0
+    while base < len(html):
+        parser, rest, failed = _Tokens(), html[base:], False
+        parser.found = []
+        try:
+            parser.feed(rest)
+            parser.close()
+        except Exception:  # it gives up on some declarations (<![x]>): that one is kept as written, the rest read on
+            failed = True
+        lines = [0] + [m.end() for m in re.finditer("\n", rest)]
+        offsets = [base + lines[ln - 1] + col for ln, col in [f[3] for f in parser.found] + [parser.getpos()]]
+        found += [(kind, tag, attrs, at, size) for (kind, tag, attrs, _, size), at in zip(parser.found, offsets)]
+        if not failed:
+            break
+        found.append(("other", "", [], offsets[-1], -1))
+        base = html.find(">", offsets[-1]) + 1 or len(html)
+    starts = list(accumulate([f[3] for f in found] + [len(html)], max))
+    pieces: list[Token] = [("text", "", [], html[:starts[0]])]
+    for (kind, tag, attrs, _, size), start, end in zip(found, starts, starts[1:]):
+        raw = html[start:end]
+        cut = size if 0 <= size < len(raw) else len(raw)
+        pieces += [(kind, tag, attrs, raw[:cut]), ("text", "", [], raw[cut:])]
+    tokens: list[Token] = []
+    for kind, tag, attrs, raw in pieces:  # markup the parser skipped (`</>`) or gave up on (`<a b="c`): kept
+        joined = kind == "text" and tokens and tokens[-1][0] == "text"  # text the parser cut at a `<`
+        start, raw = (len(tokens[-1][3]) - 1, tokens.pop()[3] + raw) if joined else (0, raw)
+        markup = MARKUP.search(raw, max(start, 0)) if kind == "text" else None
+        cut = markup.start() if markup else len(raw)
+        tokens += [t for t in [(kind, tag, attrs, raw[:cut]), ("other", "", [], raw[cut:])] if t[3]]
+    return tokens
+
+
+@dataclass
+class _Atom:  # an object: kept as written, placed in the translation as a whole
+    parts: list[Part]
+    blank: bool = False  # it holds whitespace: the words on either side stay apart
+    parent: int = -1  # the index of the inline element it is in (a block's `elems`); -1: none
+    at: int = 0  # its place in the block's text
+    before: bool = False  # whitespace before it
+    after: bool = False  # and after
+
+
+@dataclass
+class _Elem:  # an inline element: its tags as written, its children, and (in a block) its parent and source text
+    name: str
+    parts: list[Part]  # the start tag
+    close: str = ""
+    children: list[Node] = field(default_factory=list)
+    parent: int = -1
+    start: int = 0
+    end: int = 0
+
+
+Node = Union[str, _Atom, _Elem]  # a text as written
+
+
+def _bears(node: Node) -> bool:
+    """Whether a node holds a word (an element that `_atomize` left always does)."""
+    return isinstance(node, _Elem) or (isinstance(node, str) and bool(htmllib.unescape(node).strip()))
+
+
+def _atomize(nodes: list[Node]) -> list[Node]:
+    """`nodes` with each element that holds no word as one object."""
+    for i, node in enumerate(nodes):
+        if isinstance(node, _Elem):
+            node.children = _atomize(node.children)
+            if not any(map(_bears, node.children)):
+                blank = any(isinstance(c, str) or (isinstance(c, _Atom) and c.blank) for c in node.children)
+                nodes[i] = _Atom(_flat([node]), blank)
+    return nodes
+
+
+def _flat(nodes: list[Node], text: bool = True) -> list[Part]:
+    """The nodes as written (`text` False: their tags and objects only)."""
+    parts: list[Part] = []
+    for node in nodes:
+        if isinstance(node, _Elem):
+            parts += [*node.parts, *_flat(node.children, text), node.close]
+        elif isinstance(node, _Atom):
+            parts += node.parts
+        elif text:
+            parts.append(node)
+    return parts
+
+
+def _block(nodes: list[Node], texts: list[str]) -> list[Part]:
+    """A block as parts: its text to translate (into `texts`), and what stands before and after it as written."""
+    nodes = _atomize(nodes)
+    bearing = [i for i, node in enumerate(nodes) if _bears(node)]
+    if not bearing:
+        return _flat(nodes)
+    head, core, tail = _flat(nodes[:bearing[0]]), nodes[bearing[0]:bearing[-1] + 1], _flat(nodes[bearing[-1] + 1:])
+    if isinstance(core[0], str):  # the whitespace before and after the text stays outside it
+        head.append(core[0][:len(core[0]) - len(core[0].lstrip(SPACE))])
+        core[0] = core[0].lstrip(SPACE)
+    if isinstance(core[-1], str):
+        tail.insert(0, core[-1][len(core[-1].rstrip(SPACE)):])
+        core[-1] = core[-1].rstrip(SPACE)
+    block = _Block(core, len(texts))
+    texts.append(block.text.lstrip(" "))
+    return [*head, block, *tail]
+
+
+class _Target:
+    """A block's translation, and where each place of the source text went in it."""
+
+    def __init__(self, source: str, result: Aligned):
+        self.src = [m.span() for m in WORD.finditer(source)]
+        self.starts, self.ends = [s for s, _ in self.src], [e for _, e in self.src]
+        self.text = result.text
+        self.tgt = [m.span() for m in WORD.finditer(self.text)]
+        self.alignment = result.alignment
+
+    @functools.cached_property
+    def links(self) -> list[list[int]]:
+        """The target words each source word is aligned to."""
+        links: list[list[int]] = [[] for _ in self.src]
+        pairs = self.alignment() if callable(self.alignment) else self.alignment
+        for s, t in pairs:
+            if 0 <= s < len(self.src) and 0 <= t < len(self.tgt):
+                links[s].append(t)
+        return links
+
+    def words(self, first: int, last: int) -> tuple[int, int]:
+        """The target words that source words first..last went to: the aligned ones, else the same share."""
+        aligned = [t for s in range(first, last + 1) for t in self.links[s]]
+        if aligned:
+            return min(aligned), max(aligned)
+        n, m = len(self.src), len(self.tgt)
+        start = min(m - 1, (2 * first * m + n) // (2 * n))
+        return start, max(start, min(m - 1, (2 * (last + 1) * m + n) // (2 * n) - 1))
+
+    def inside(self, at: int, word: int, target: Optional[int] = None) -> Optional[int]:
+        """Where `at`, inside source word `word`, is in the aligned target word of its length (`target` if given)."""
+        if not (0 <= word < len(self.src) and self.starts[word] < at < self.ends[word]):
+            return None
+        size = self.ends[word] - self.starts[word]
+        mirror = next((t for t in self.links[word] if self.tgt[t][1] - self.tgt[t][0] == size), None)
+        if mirror is None or target not in (None, mirror):
+            return None
+        return self.tgt[mirror][0] + at - self.starts[word]
+
+    def interval(self, start: int, end: int) -> tuple[int, int]:
+        """Where the source text start..end went (half open), at least its words."""
+        first = min(bisect_right(self.ends, start), len(self.src) - 1)
+        last = max(first, min(bisect_left(self.starts, end) - 1, len(self.src) - 1))
+        t_first, t_last = self.words(first, last)
+        a, b = self.inside(start, first, t_first), self.inside(end, last, t_last)
+        a, b = (self.tgt[t_first][0] if a is None else a), (self.tgt[t_last][1] if b is None else b)
+        return (a, b) if a < b else (self.tgt[t_first][0], self.tgt[t_last][1])
+
+    def place(self, at: int, parent: Optional[tuple[int, int]]) -> int:
+        """Where an object at `at` goes: after the target word aligned to the source word before it, in `parent`."""
+        word = bisect_left(self.starts, at) - 1
+        x = self.inside(at, word)
+        if x is None and word >= 0:
+            n, m = len(self.src), len(self.tgt)
+            slot = max(self.links[word]) + 1 if self.links[word] else min(m, ((word + 1) * m + n // 2) // n)
+            x = self.tgt[slot - 1][1] if slot else 0
+            if parent is not None and slot < m and self.tgt[slot][0] == parent[0]:
+                x = parent[0]  # at the start of its parent: after the parent's start tag
+        return (x or 0) if parent is None else min(max(x or 0, parent[0]), parent[1])
+
+    def intervals(self, elems: list[_Elem]) -> list[tuple[int, int]]:
+        """Each inline element's place in the translation: inside its parent's, and crossing none."""
+        out: list[tuple[int, int]] = []
+        for elem in elems:
+            a, b = self.interval(elem.start, elem.end)
+            if elem.parent >= 0:
+                pa, pb = out[elem.parent]
+                a, b = (max(a, pa), min(b, pb)) if a < pb and pa < b else (pa, pb)
+            while crossing := [(xa, xb) for xa, xb in out if xa < a < xb < b or a < xa < b < xb]:
+                a, b = min(a, *(xa for xa, _ in crossing)), max(b, *(xb for _, xb in crossing))
+            out.append((a, b))
+        return out
+
+
+class _Block:
+    """A text to translate (a block's, or an attribute value's between `quote`s) with its inline markup: its plain
+    text (entities decoded, whitespace collapsed), its entities, and where its elements and objects stand in it."""
+
+    def __init__(self, nodes: list[Node], index: int, quote: str = ""):
+        self.nodes, self.index, self.quote = nodes, index, quote
+        self.chunks: list[str] = []
+        self.size = 0
+        self.pending = self.spaced = self.lead = False  # whitespace since the last word; since that or an object
+        self.entities: dict[str, str] = {}
+        self.elems: list[_Elem] = []
+        self.objects: list[_Atom] = []
+        self.add(nodes, -1)
+        self.text = "".join(self.chunks)
+
+    def add(self, nodes: list[Node], parent: int) -> None:
+        for node in nodes:
+            if isinstance(node, str):
+                self.add_text(node)
+            elif isinstance(node, _Atom):
+                node.parent, node.at, node.before, self.spaced = parent, self.size, self.spaced, False
+                self.objects.append(node)
+                self.pending = self.pending or node.blank
+            else:
+                node.parent, node.start = parent, self.size
+                self.elems.append(node)
+                self.add(node.children, len(self.elems) - 1)
+                node.end = self.size
+
+    def add_text(self, raw: str) -> None:
+        for m in ENTITY.finditer(raw):
+            char = htmllib.unescape(m.group())
+            if len(char) == 1 and char not in SPACE:
+                self.entities.setdefault(char, m.group())
+        for m in RUNS.finditer(htmllib.unescape(raw)):
+            run = m.group()
+            if self.objects and self.objects[-1].at == self.size and run[0].isspace():  # (&nbsp; too)
+                self.objects[-1].after = True
+            if run[0] in SPACE:
+                self.lead = self.lead or not (self.size or self.objects)  # whitespace before all (inside an element)
+                self.pending = self.spaced = True
+                continue
+            if self.pending:  # (a space before the first word: whitespace at the start of an element)
+                self.chunks.append(" ")
+                self.size += 1
+            self.chunks.append(run)
+            self.size += len(run)
+            self.pending, self.spaced = False, run[-1].isspace()
+
+    def render(self, results: list[Aligned]) -> str:
+        target = _Target(self.text, results[self.index])
+        quotes = {self.quote: "&quot;" if self.quote == '"' else "&#39;"} if self.quote else {}
+        codes, text = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", **quotes, **self.entities}), target.text
+        if not target.tgt:
+            return self.quote + _join(_flat(self.nodes, text=False), results) + self.quote
+        intervals = target.intervals(self.elems)
+        opens: dict[int, list[int]] = {}
+        closes: dict[int, list[int]] = {}
+        objects: dict[int, list[_Atom]] = {}
+        for i, (a, b) in enumerate(intervals):
+            opens.setdefault(a, []).append(i)
+            closes.setdefault(b, []).append(i)
+        for obj in self.objects:
+            objects.setdefault(target.place(obj.at, intervals[obj.parent] if obj.parent >= 0 else None), []).append(obj)
+        gaps = {end: start for (_, end), (start, _) in zip(target.tgt, target.tgt[1:])}
+        out, done = [self.quote, " " if self.lead else ""], 0
+        for x in sorted({*opens, *closes, *objects}):
+            out.append(text[done:x].translate(codes))
+            done = x
+            closing = sorted(closes.get(x, []), key=lambda i: (intervals[i][0], i), reverse=True)
+            opening = sorted(opens.get(x, []), key=lambda i: (-intervals[i][1], i))
+            here = objects.get(x, [])
+            gap = [text[x:gaps[x]].translate(codes)] if x in gaps else []  # the words' whitespace, where it was
+            owned = {i: self.between([o for o in here if o.parent == i], gap, results) for i in closing + opening}
+            out += [part for i in closing for part in (owned[i], self.elems[i].close)]
+            rest = [o for o in here if o.parent not in owned]
+            out += [self.between(rest, gap, results), gap.pop() if rest and gap else ""]
+            done = gaps[x] if x in gaps and not gap else done
+            out += [part for i in opening for part in (_join(self.elems[i].parts, results), owned[i])]
+        return "".join(out) + text[done:].translate(codes) + (" " if self.spaced else "") + self.quote
+
+    @staticmethod
+    def between(objects: list[_Atom], gap: list[str], results: list[Aligned]) -> str:
+        """Objects with whitespace where they had some around them: the words' `gap` (taken) at the first place,
+        a space at the others."""
+        out = ""
+        for obj in objects:
+            out += ((gap.pop() if gap else " ") if obj.before else "") + _join(obj.parts, results)
+        return out + ((gap.pop() if gap else " ") if objects and objects[-1].after else "")
+
+
+Part = Union[str, _Block]
+
+
+def _join(parts: list[Part], results: list[Aligned]) -> str:
+    return "".join(p if isinstance(p, str) else p.render(results) for p in parts)
+
+
+class _Document:
+    """Walks the tokens: untouched parts and block boundaries as written, each block's text as a `_Block`."""
+
+    def __init__(self) -> None:
+        self.out: list[Part] = []
+        self.texts: list[str] = []
+        self.root: list[Node] = []  # the block being read
+        self.open: list[_Elem] = []  # its inline elements still open
+        self.stack: list[str] = []  # the document's elements open, as far as a tolerant reading tells
+        self.held: Optional[_Elem] = None  # an untouched element, kept as written up to its end tag
+        self.depth = 0  # of elements of its name in it
+
+    def walk(self, tokens: list[Token]) -> None:
+        for kind, tag, attrs, raw in tokens:
+            if self.held is not None and self.hold(self.held, kind, tag, raw):
+                continue
+            if kind in ("text", "other"):
+                self.add(raw if kind == "text" else _Atom([raw]))
+            elif kind == "end":
+                self.end(tag, raw)
+            else:
+                self.start(tag, attrs, raw)
+        self.release()
+        self.flush()
+
+    def add(self, node: Node) -> None:
+        (self.open[-1].children if self.open else self.root).append(node)
+
+    def hold(self, held: _Elem, kind: str, tag: str, raw: str) -> bool:
+        """Whether the untouched element takes this token (an end tag of one open around it ends it too)."""
+        if kind == "end" and tag != held.name and tag in self.stack:
+            self.release()
+            return False
+        held.parts.append(raw)
+        if tag == held.name and kind in ("start", "end") and not raw.endswith("/>"):
+            self.depth += 1 if kind == "start" else -1
+            if not self.depth:
+                self.release()
+        return True
+
+    def release(self) -> None:
+        held, self.held = self.held, None
+        if held is not None and (held.name in OBJECTS or held.name in INLINE):
+            self.add(_Atom(held.parts))
+        elif held is not None:
+            self.boundary(held.parts)
+
+    def start(self, tag: str, attrs: Attrs, raw: str) -> None:
+        values = dict(reversed(attrs))  # of two attributes with one name, the first counts
+        kept = (tag in UNTOUCHED or (values.get("translate") or "").strip().lower() == "no"
+                or "notranslate" in (values.get("class") or "").split())
+        parts: list[Part] = [raw] if kept else self.tag(raw, tag, values)
+        opens = tag not in VOID and not raw.endswith("/>")  # <br/> or <b/>: it holds nothing
+        if opens and kept:
+            self.held, self.depth = _Elem(tag, parts), 1
+        elif tag not in OBJECTS and tag not in INLINE:
+            self.boundary(parts)
+            if opens:
+                self.stack.append(tag)
+        elif not opens or tag not in INLINE or len(self.open) >= MAX_DEPTH:
+            self.add(_Atom(parts))
+        else:
+            self.add(elem := _Elem(tag, parts))
+            self.open.append(elem)
+            self.stack.append(tag)
+        del self.stack[:-MAX_DEPTH]  # (sloppy HTML leaves many <p> and <li> open)
+
+    def end(self, tag: str, raw: str) -> None:
+        if tag in self.stack:
+            del self.stack[len(self.stack) - 1 - self.stack[::-1].index(tag):]
+        if tag in INLINE and any(elem.name == tag for elem in self.open):
+            while self.open[-1].name != tag:
+                self.unclose()
+            self.open.pop().close = raw
+        else:
+            self.add(_Atom([raw])) if tag in INLINE or tag in OBJECTS else self.boundary([raw])
+
+    def unclose(self) -> None:
+        """The innermost open inline element, left open in its block, becomes an object: its start tag."""
+        elem = self.open.pop()
+        siblings = self.open[-1].children if self.open else self.root
+        siblings[-1:] = [_Atom(elem.parts), *elem.children]  # it was its parent's last child
+
+    def tag(self, raw: str, tag: str, values: dict[str, Optional[str]]) -> list[Part]:
+        """A start tag as parts: the values of its translated attributes to translate, the rest as written."""
+        names = set(TRANSLATED & values.keys())
+        if tag == "input" and (values.get("type") or "").strip().lower() in BUTTONS:
+            names.add("value")
+        if tag == "meta" and (values.get("name") or values.get("property") or "").strip().lower() in DESCRIPTIONS:
+            names.add("content")
+        parts: list[Part] = []
+        done = 0  # where the raw tag is cut up to
+        for m in ATTRIBUTE.finditer(raw, 1):  # (the tag's name has no value)
+            key, value = m.group(1).lower(), m.group(2)
+            if key not in names or value is None:
+                continue
+            quote = value[0] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else ""
+            inner = value[1:-1] if quote else value
+            if (text := htmllib.unescape(inner)) != values.get(key) or not text.split():
+                continue  # the parser read it otherwise (or it is a second one), or it has no word: kept
+            block = _Block([inner], len(self.texts), quote or '"')
+            self.texts.append(block.text.lstrip(" "))
+            parts += [raw[done:m.start(2)], block]
+            done = m.end(2)
+        return [*parts, raw[done:]]
+
+    def flush(self) -> None:
+        while self.open:
+            self.unclose()
+        if self.root:
+            self.out, self.root = self.out + _block(self.root, self.texts), []
+
+    def boundary(self, parts: list[Part]) -> None:
+        self.flush()
+        self.out += parts
