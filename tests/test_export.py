@@ -461,3 +461,21 @@ def test_help_lists_export_without_torch():
             "assert 'torch' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], check=True, timeout=60, capture_output=True, text=True)
     assert "export" in out.stdout
+
+
+@pytest.mark.parametrize("quantization", [None, "int8"])
+def test_export_manifest_lists_every_file_and_what_it_converts(tiny_checkpoint, ctranslate2, tmp_path, quantization):
+    """nmt_manifest.json: the size and sha256 of every other file, the checkpoint's sha256 and the options; one
+    spelling, so that any byte changed in it is seen."""
+    from nmt.inference.ct2_export import MANIFEST_FILE, file_sha256, manifest_bytes, read_manifest
+
+    out = export_to(tiny_checkpoint, tmp_path / "ct2", quantization=quantization)
+    manifest = read_manifest(out)
+    assert manifest is not None and (out / MANIFEST_FILE).read_bytes() == manifest_bytes(manifest)
+    assert sorted(manifest["files"]) == sorted(p.name for p in out.iterdir() if p.name != MANIFEST_FILE)
+    assert all(r == {"bytes": (out / n).stat().st_size, "sha256": file_sha256(out / n)}
+               for n, r in manifest["files"].items())
+    assert manifest["identity"] == {"checkpoint_sha256": file_sha256(tiny_checkpoint), "quantization": quantization,
+                                    "export_version": 2}
+    (out / MANIFEST_FILE).write_bytes(b" " + (out / MANIFEST_FILE).read_bytes())  # still JSON, same values
+    assert read_manifest(out) is None and leftovers(tmp_path) == []

@@ -7,6 +7,7 @@ import contextlib
 import io
 import lzma
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -313,7 +314,7 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
         path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=owned_prefix(path.name), suffix=".tmp")
     except OSError as e:
         raise OutputError(os_error_message(e, path, "cannot write")) from e
     try:
@@ -402,6 +403,46 @@ def remove_stale_temporaries(folder: str | Path, patterns: tuple[str, ...] = (".
         for path in Path(folder).glob(pattern):
             with contextlib.suppress(OSError):
                 if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(path)
+    return removed
+
+
+def owned_prefix(name: str) -> str:
+    """The prefix of a temporary file or staging folder for `name` made by this process: `.NAME.PID.` (mkstemp
+    and mkdtemp add random letters), so that a later run can tell one whose writer died
+    (`remove_dead_leftovers`)."""
+    return f".{name}.{os.getpid()}."
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` may be running: False only when the system says there is no such process."""
+    if os.name == "nt" or pid <= 0:  # Windows' os.kill would terminate it; 0 and negatives name groups
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # PermissionError: it exists, another user's; a number no pid can be
+        return True
+    return True
+
+
+def remove_dead_leftovers(folder: str | Path, name: str, suffix: str = "") -> list[Path]:
+    """Delete the temporary files and staging folders for `name` in `folder` (`.NAME.PID.RANDOM` + `suffix`, made
+    with `owned_prefix`) whose writer is no longer running (killed, or the machine restarted); a live process's
+    are kept. Returns what was removed."""
+    pattern = re.compile(re.escape(f".{name}.") + r"(\d+)\.[a-z0-9_]+" + re.escape(suffix) + r"\Z")
+    removed = []
+    with contextlib.suppress(OSError):  # a folder that cannot be listed holds nothing to clean
+        for path in Path(folder).iterdir():
+            match = pattern.match(path.name)
+            if match is None or pid_alive(int(match.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
                 else:
                     path.unlink()

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Callable, Optional
 
 from nmt.core.errors import OutputError, os_error_message
 
@@ -38,9 +40,12 @@ def cache_folder(name: str) -> Path:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path, waiting: Optional[Callable[[Optional[int]], None]] = None) -> Iterator[None]:
     """Hold an exclusive lock on the file `path` (created if missing), waiting for another process that holds it:
-    the second of two processes that compute the same entry at once waits, then finds it made."""
+    the second of two processes that compute the same entry at once waits, then finds it made.
+
+    The holder writes its pid into the file; `waiting(pid)` (None when unknown) is called at once when the lock
+    is held by another process, before waiting for it, so that the wait can be said."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as e:
@@ -48,7 +53,28 @@ def locked(path: Path) -> Iterator[None]:
                           "writable folder") from None
     try:
         if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel when the process ends, however it ends
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None:
+                    waiting(holder(fd))
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel when the process ends, however it ends
+            with contextlib.suppress(OSError):  # the pid is for the message of a process that waits: not vital
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)
+
+
+def holder(fd: int, patience: float = 0.5) -> Optional[int]:
+    """The pid written in the lock file `fd` by the process that holds it; it writes it just after taking the
+    lock, so an empty file is read again for up to `patience` seconds. None when there is none."""
+    deadline = time.monotonic() + patience
+    while True:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if text.isdigit():
+            return int(text)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)

@@ -16,10 +16,14 @@ Every other id i is the subword piece `Tokenizer.vocab()[i]`, youtokentome's or 
 that collides with a special token is renamed `<nmt:i>`), so the CTranslate2 vocabulary index of a token
 is its nmt id. The export folder also holds the tokenizer's files (`bpe.model`, or `spm.model`, ...: see
 nmt/text/tokenizer.py) and `nmt_export.json`, so the engine (`nmt.inference.ct2_engine`) needs nothing else.
+Written last, `nmt_manifest.json` records the size and sha256 of every other file and what the folder is a
+conversion of (the checkpoint's sha256, the weights' quantization), so that a reader (the cache of conversions,
+`nmt.inference.conversions`) can tell a damaged folder or another conversion from the one it wants.
 
 Conversion is CTranslate2's own protocol: `ctranslate2_converter` is a `ctranslate2.converters.Converter`
 whose `_load` returns the spec, and `Converter.convert` validates, quantizes and saves it.
-`export_ctranslate2` runs it into a new folder beside OUT and renames that into place when complete.
+`export_ctranslate2` runs it into a new folder beside OUT (`.OUT.PID.RANDOM`: one that a killed export left is
+removed by the next export to OUT) and renames that into place when complete.
 
 The engine that translates with an export is `nmt.inference.ct2_engine.CTranslate2Translator`.
 """
@@ -32,7 +36,7 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, cast
@@ -41,6 +45,7 @@ import torch
 
 from nmt.config import to_dict
 from nmt.core.errors import ConfigError, InputError, OutputError, one_line, ref
+from nmt.core.files import atomic_write, owned_prefix, remove_dead_leftovers
 from nmt.core.vocab import BOS, EOS, PAD, UNK
 from nmt.model import checkpoint
 from nmt.text.tokenizer import Tokenizer, load_tokenizer, save_files
@@ -56,6 +61,9 @@ EXPORT_FORMAT = "nmt-ctranslate2"
 EXPORT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 META_FILE = "nmt_export.json"
+MANIFEST_FILE = "nmt_manifest.json"
+MANIFEST_FORMAT = "nmt-manifest"
+MANIFEST_VERSION = 1
 SPECIAL_TOKENS = {PAD: "<blank>", UNK: "<unk>", BOS: "<s>", EOS: "</s>"}
 
 
@@ -256,8 +264,9 @@ def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[s
         with _staging_dir(out_dir) as staging:
             model_dir = staging / "model"
             _convert(converter, model_dir, quantization)
-            _write_nmt_files(model_dir, converter.checkpoint, Path(model_path), quantization,
-                             checkpoint_sha256 or file_sha256(Path(model_path)))
+            checkpoint_sha256 = checkpoint_sha256 or file_sha256(Path(model_path))
+            files = _write_nmt_files(model_dir, converter.checkpoint, Path(model_path), quantization, checkpoint_sha256)
+            write_manifest(model_dir, identity(checkpoint_sha256, quantization), files)
             _check_output_dir(out_dir, force)  # again: the conversion of a large model takes a while
             _move_into_place(model_dir, out_dir, staging / "replaced")
     except OSError as e:  # disk full, read-only folder: the user's to fix, not a bug
@@ -298,9 +307,11 @@ def _check_output_dir(out_dir: Path, force: bool) -> None:
 
 @contextlib.contextmanager
 def _staging_dir(out_dir: Path) -> Iterator[Path]:
-    """A private folder beside `out_dir` (the same file system, so renaming out of it is atomic), removed on exit."""
+    """A private folder beside `out_dir` (the same file system, so renaming out of it is atomic), removed on exit;
+    named with this process's pid, so that the next export removes the folders of exports that were killed."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    remove_dead_leftovers(out_dir.parent, out_dir.name)
+    staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=owned_prefix(out_dir.name)))
     try:
         yield staging
     finally:
@@ -324,12 +335,12 @@ def _convert(converter: Converter, model_dir: Path, quantization: Optional[str])
 
 
 def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: Path, quantization: Optional[str],
-                     checkpoint_sha256: str) -> None:
+                     checkpoint_sha256: str) -> dict[str, dict[str, Any]]:
     """What the engine (`CTranslate2Translator`) needs besides the model: the tokenizer, how the export maps
-    nmt's ids, the checkpoint's search defaults; and the size and sha256 of every file, to tell a damaged folder."""
+    nmt's ids, the checkpoint's search defaults; and the size and sha256 of every file, to tell a damaged folder.
+    Returns the size and sha256 of every file of `model_dir`, nmt_export.json included."""
     tokenizer = save_files(ckpt.tokenizer, model_dir)
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in sorted(model_dir.iterdir())
-             if p.is_file()}
+    files = {p.name: file_record(p) for p in sorted(model_dir.iterdir()) if p.is_file()}
     meta = {
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "checkpoint": str(model_path),
         "checkpoint_sha256": checkpoint_sha256,
@@ -341,6 +352,48 @@ def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: P
         "files": files,
     }
     (model_dir / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+    return {**files, META_FILE: file_record(model_dir / META_FILE)}
+
+
+def identity(checkpoint_sha256: str, quantization: Optional[str]) -> dict[str, Any]:
+    """What an export folder is a conversion of, as its manifest records it."""
+    return {"checkpoint_sha256": checkpoint_sha256, "quantization": quantization, "export_version": EXPORT_VERSION}
+
+
+def file_record(path: Path) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    """The one spelling of a manifest (sorted keys, no spaces): a reader compares the file with it, so that any
+    byte changed, removed or added is seen, even one that leaves the JSON readable and its values equal."""
+    return json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+
+
+def write_manifest(model_dir: Path, what: Mapping[str, Any], files: Mapping[str, Mapping[str, Any]]) -> None:
+    """nmt_manifest.json: `what` the folder is a conversion of and the size and sha256 of its `files`; written
+    last and atomically (a temporary file renamed), so a folder with a manifest was written whole."""
+    manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "identity": dict(what),
+                "files": {name: dict(record) for name, record in files.items()}}
+    with atomic_write(model_dir / MANIFEST_FILE) as f:
+        f.write(manifest_bytes(manifest))
+
+
+def read_manifest(model_dir: Path) -> Optional[dict[str, Any]]:
+    """The folder's manifest, or None when it is missing, unreadable or not exactly as `write_manifest` writes."""
+    try:
+        raw = (Path(model_dir) / MANIFEST_FILE).read_bytes()
+        manifest = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest_bytes(manifest) != raw:
+        return None
+    if manifest.get("format") != MANIFEST_FORMAT or manifest.get("version") != MANIFEST_VERSION:
+        return None
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(r, dict) for r in files.values()):
+        return None
+    return manifest
 
 
 def file_sha256(path: Path) -> str:

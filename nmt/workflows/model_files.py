@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from nmt.core.errors import OutputError, ref
-from nmt.core.files import check_output_file
+from nmt.core.files import check_output_file, remove_dead_leftovers
 from nmt.importers.marian import Imported, import_marian
 from nmt.model import checkpoint
 from nmt.workflows.paths import check_distinct
@@ -26,8 +26,10 @@ def average_into(out: Path, inputs: list[Path], last: Optional[int]) -> list[Pat
 
 
 def import_marian_into(out: Path, folder: Path, src: Optional[str], tgt: Optional[str]) -> Imported:
-    """Import the Marian model of `folder` as the nmt checkpoint `out`."""
+    """Import the Marian model of `folder` as the nmt checkpoint `out` (first removing the temporary files that
+    imports into `out` which were killed left beside it: `.OUT.PID.RANDOM.tmp`, as large as the model)."""
     check_output_file(out, ref("out"))
+    remove_dead_leftovers(out.parent, out.name, ".tmp")
     imported = import_marian(folder, src, tgt)
     checkpoint.save(out, imported.checkpoint)
     return imported
