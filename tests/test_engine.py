@@ -429,3 +429,51 @@ def test_auto_compute_type_follows_the_timing(monkeypatch, supported, timed, exp
     monkeypatch.setattr(engines, "resolve_precision", resolve)
     assert engines.auto_compute_type(torch.device("cpu"), supported, ModelConfig(vocab_size=100)) == expected
     assert calls == ([Precision.AUTO] if "bfloat16" in supported else [])
+
+
+# -- degenerate models: the same lines on both engines -----------------------------------------------
+
+
+def degenerate(tiny_checkpoint: Path, folder: Path, eos_shift: float) -> Path:
+    """The tiny model with EOS's logit moved by `eos_shift` x |e_EOS|^2 at every step (the final norm's bias
+    moved along EOS's tied embedding): large and positive, it ends at once; negative, it never ends."""
+    ckpt = checkpoint.load(tiny_checkpoint)
+    ckpt.weights["decoder_norm.bias"] += eos_shift * ckpt.weights["embed.weight"][EOS]
+    path = folder / f"eos{eos_shift}.pt"
+    checkpoint.save(path, ckpt)
+    return path
+
+
+@pytest.mark.parametrize("eos_shift, beam, lengths", [
+    (10.0, 4, "empty"),  # immediately ending: EOS first, on every line
+    (10.0, 1, "empty"),
+    (-10.0, 4, "at the limit"),  # never ending: every beam search reaches its limit, which CTranslate2 stops at
+    (-10.0, 1, "at the limit"),
+    (0.0, 4, "any"),  # the looping tiny model, repeating words (most lines reach the limit)
+    (0.0, 5, "any"),
+])
+def test_degenerate_models_give_the_same_lines_on_both_engines(tiny_checkpoint, lines, tmp_path, eos_shift, beam,
+                                                               lengths):
+    """Hypotheses and n-best lists line by line, and the note that says where torch searched for CTranslate2."""
+    model = degenerate(tiny_checkpoint, tmp_path, eos_shift) if eos_shift else tiny_checkpoint
+    ours = opened(model, "torch", beam=beam, nbest=min(beam, 3)).translate_chunk(lines)
+    events: list[Progress] = []
+    ct2 = opened(model, "ctranslate2", events, beam=beam, nbest=min(beam, 3))
+    theirs = ct2.translate_chunk(lines)
+    a, b = nbest_lists(ours), nbest_lists(theirs)
+    assert [[h[0] for h in x] for x in b] == [[h[0] for h in x] for x in a]
+    for x, y in zip(a, b):  # float32 sums over up to ~60 tokens
+        assert [v for h in y for v in h[1:]] == pytest.approx([v for h in x for v in h[1:]], abs=1e-3)
+    best = [len(t.hypotheses[0][1].tokens) if t.hypotheses else 0 for t in ours]
+    limits = [len(ct2.encode([line], 0)[0]) for line in lines]  # not the limit itself: 0 only for empty lines
+    if lengths == "empty":
+        assert best == [0] * len(lines)
+    elif lengths == "at the limit":
+        assert all(n > 0 for n, line in zip(best, lines) if line.strip()) and max(best) > 2 * max(limits) // 3
+    notes = [m for m in messages(events) if m.startswith("note: a beam search reached")]
+    searched_again = ct2.fallback.sentences if ct2.fallback else 0
+    assert len(notes) == (1 if searched_again else 0)  # said once, when torch searches for CTranslate2
+    if beam == 1 or lengths == "empty":
+        assert searched_again == 0  # greedy search and ended searches are CTranslate2's own
+    elif lengths == "at the limit":
+        assert searched_again == sum(bool(line.strip()) for line in lines)

@@ -79,8 +79,8 @@ BEAM4, BEAM1 = SearchConfig(beam=4), SearchConfig(beam=1)
      [["a", "b", "e"], ["c", "d"]]),
     # other search settings wait for a batch of their own
     (ServeConfig(max_wait_ms=200, quiet_ms=200), [(["a"], BEAM4), (["b"], BEAM1), (["c"], BEAM4)], [["a", "c"], ["b"]]),
-    # a request larger than the batch goes alone
-    (ServeConfig(max_wait_ms=200, quiet_ms=200, max_batch_sentences=2), [(["a", "b", "c"], BEAM4)], [["a", "b", "c"]]),
+    # a request larger than the batch is cut into batches (slices) of that size, in order
+    (ServeConfig(max_wait_ms=200, quiet_ms=200, max_batch_sentences=2), [(["a", "b", "c"], BEAM4)], [["a", "b"], ["c"]]),
 ])
 def test_batcher_merges_requests(cfg, reqs, batches):
     model = FakeModel()
@@ -1211,3 +1211,111 @@ def test_two_directions_in_one_server_with_libretranslate_s_client(tiny_checkpoi
     finally:
         code, stderr = srv.stop()
     assert code == 0 and "de -> en" in stderr, stderr
+
+
+# -- fairness: a request's texts in slices, requests taking turns ------------------------------------------
+
+FAIR = ServeConfig(max_wait_ms=0, quiet_ms=0)
+
+
+async def held_first_slice(model: Held, batcher: Batcher) -> None:
+    """Wait (on the event loop) until the worker is inside its first engine call, which `model` holds."""
+    deadline = time.monotonic() + 30
+    while not model.calls:
+        assert time.monotonic() < deadline, "the first slice never reached the engine"
+        await asyncio.sleep(0.01)
+
+
+def test_a_one_line_request_is_answered_between_the_slices_of_a_large_one():
+    """8 lines in slices of 2; a one-line request comes while the first slice is translated: it has the next
+    engine call to itself (no slice of a request begun joins a batch headed by one not begun), and is answered
+    before the large request's last slice is translated."""
+    async def main():
+        model = Held()
+        batcher = Batcher(model, FAIR, slice_lines=2)
+        batcher.start()
+        big = batcher.submit([f"b{i}" for i in range(8)], BEAM4)
+        await held_first_slice(model, batcher)
+        small = batcher.submit(["s"], BEAM4)
+        model.release.set()
+        assert [t.text for t in await small.future] == ["S"]
+        calls_when_small_answered = len(model.calls)
+        assert [t.text for t in await big.future] == [f"B{i}" for i in range(8)]
+        await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+        return model.calls, calls_when_small_answered
+
+    calls, when = asyncio.run(main())
+    assert calls == [["b0", "b1"], ["s"], ["b2", "b3"], ["b4", "b5"], ["b6", "b7"]]
+    assert when < len(calls)  # answered before the large request's last slice was translated
+
+
+def test_a_withdrawn_request_has_no_further_slice_translated():
+    """The client of an 8-line request leaves during its first slice: that slice finishes, no other starts;
+    its lines leave the queue's count at once."""
+    async def main():
+        model = Held()
+        batcher = Batcher(model, FAIR, slice_lines=2)
+        batcher.start()
+        big = batcher.submit([f"b{i}" for i in range(8)], BEAM4)
+        await held_first_slice(model, batcher)
+        assert batcher.queued_lines == 6
+        assert not batcher.withdraw(big)  # a slice of it is being translated
+        assert batcher.queued_lines == 0
+        model.release.set()
+        after = batcher.submit(["a"], BEAM4)
+        assert [t.text for t in await after.future] == ["A"]
+        await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+        return model.calls, big.future.done(), batcher.queued_lines
+
+    calls, big_done, queued = asyncio.run(main())
+    assert calls == [["b0", "b1"], ["a"]] and not big_done and queued == 0
+
+
+@pytest.mark.parametrize("slice_lines, sizes, batch, calls", [
+    (1, [3], 128, [["0.0"], ["0.1"], ["0.2"]]),
+    (2, [5, 1], 128, [["0.0", "0.1", "1.0"], ["0.2", "0.3"], ["0.4"]]),
+    (3, [4, 4], 128, [["0.0", "0.1", "0.2", "1.0", "1.1", "1.2"], ["0.3", "1.3"]]),
+    # a slice that does not fit waits; a request not begun goes first, alone; then those begun take turns
+    (3, [4, 4], 4, [["0.0", "0.1", "0.2"], ["1.0", "1.1", "1.2"], ["0.3", "1.3"]]),
+    (100, [7, 2], 128, [["0.0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "1.0", "1.1"]]),
+    (5, [2, 2, 2], 128, [["0.0", "0.1", "1.0", "1.1", "2.0", "2.1"]]),  # small requests: merged as ever
+])
+def test_sliced_requests_get_their_own_lines_in_order(slice_lines, sizes, batch, calls):
+    """Requests queued together take turns, a slice each per engine call; each gets its translations whole and
+    in order."""
+    async def main():
+        model = FakeModel()
+        batcher = Batcher(model, ServeConfig(max_wait_ms=0, quiet_ms=0, max_batch_sentences=batch),
+                          slice_lines=slice_lines)
+        pending = [batcher.submit([f"{r}.{i}" for i in range(n)], BEAM4) for r, n in enumerate(sizes)]
+        batcher.start()  # (everything queued before the worker looks)
+        results = await asyncio.gather(*(p.future for p in pending))
+        await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+        return model.calls, [[t.text for t in r] for r in results]
+
+    got_calls, results = asyncio.run(main())
+    assert got_calls == calls
+    assert results == [[f"{r}.{i}" for i in range(n)] for r, n in enumerate(sizes)]
+
+
+def test_a_slice_that_fails_fails_its_request_alone_and_ends_it():
+    """The second slice of a request fails: that request gets the error and no further slice is translated;
+    the request beside it gets its lines."""
+    async def main():
+        model = FailingModel()
+        batcher = Batcher(model, FAIR, slice_lines=2)
+        big = batcher.submit(["a", "b", "boom", "c", "d", "e"], BEAM4)
+        other = batcher.submit(["x"], BEAM4)
+        batcher.start()
+        results = await asyncio.gather(big.future, other.future, return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(None, batcher.close)
+        return model.calls, results, batcher.queued_lines
+
+    calls, (big, other), queued = asyncio.run(main())
+    assert calls == [["a", "b", "x"], ["boom", "c"]]
+    assert isinstance(big, UnicodeEncodeError) and [t.text for t in other] == ["X"] and queued == 0
+
+
+def test_slice_lines_must_be_positive():
+    with pytest.raises(ValueError, match="slice_lines 0"):
+        Batcher(FakeModel(), FAIR, slice_lines=0)

@@ -20,7 +20,7 @@ import torch
 
 from nmt.config import Overrides, SearchConfig
 from nmt.core.errors import ConfigError, InputError, ref
-from nmt.core.progress import ProgressFn, ignore
+from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.vocab import BOS, EOS, PAD
 from nmt.inference.ct2_export import SPECIAL_TOKENS, ctranslate2_vocabulary, read_meta, require_ctranslate2
 from nmt.inference.decoding import OPTIONS
@@ -33,6 +33,9 @@ from nmt.text.tokenizer import load_tokenizer, read_files
 # fairseq) waits for `beam` finished hypotheses. A penalty this small changes no float32 score
 # (len^1e-12 rounds to 1.0) but switches CTranslate2 to waiting, so "no normalisation" searches alike.
 NO_PENALTY = 1e-12
+# Said on stderr the first time a beam search meets what CTranslate2 cannot search as torch does
+FALLBACK_NOTE = ("a beam search reached a sentence's length limit (or CTranslate2 generated PAD/BOS), where "
+                 "CTranslate2 stops without EOS and torch ends every beam with it")
 
 
 def ctranslate2_options(cfg: SearchConfig, suppress_specials: bool = False) -> dict[str, Any]:
@@ -88,8 +91,11 @@ class Fallback:
         self.lock = threading.Lock()  # batches searched at once (--inter-threads) share it
         self.threads = torch.get_num_threads()
 
-    def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig) -> list[list[Hypothesis]]:
+    def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig,
+                     progress: ProgressFn = ignore) -> list[list[Hypothesis]]:
         with self.lock:
+            if not self.sentences:  # said once: the one place where the engines' searches differ
+                progress(Progress("engine", message=f"note: {FALLBACK_NOTE}; the torch engine searches those"))
             # a batch's own thread starts with OpenMP's default (every core), whatever this thread was given
             torch.set_num_threads(self.threads)
             if self.engine is None:
@@ -137,6 +143,7 @@ class CTranslate2Translator(BatchTranslator):
         self.progress = progress
         self.compute_type = compute_type
         self.fallback = Fallback(fallback) if fallback is not None else None
+        self.told = False  # FALLBACK_NOTE said where there is no fallback
         if self.search_cfg.sampling:
             # CTranslate2 seeds each of its threads' generators once, at their first draw: the same seed, input
             # and batches give the same draws (per process; `with_search` cannot seed again)
@@ -187,7 +194,11 @@ class CTranslate2Translator(BatchTranslator):
         if cfg.sampling and cfg.temperature != 1.0:  # CTranslate2 scores the tempered distribution
             rescore = [(row, j) for row, hyps in enumerate(results) for j in range(len(hyps))]
         if self.fallback is None or self.compute_type not in ("float32", "default") or cfg.sampling:
-            again = set()  # other number formats round otherwise anyway: CTranslate2's output, cut at the limit
+            if again and not cfg.sampling and not self.told:  # other number formats round otherwise anyway
+                self.told = True
+                self.progress(Progress("engine", message=f"note: {FALLBACK_NOTE}; their output is CTranslate2's, cut "
+                                                         f"at the limit (other than {ref('engine')} torch's)"))
+            again = set()  # CTranslate2's output, cut at the limit
         rescore = [(row, j) for row, j in rescore if row not in again]
         if rescore:
             scored = self.engine.score_batch([sources[row] for row, _ in rescore],
@@ -198,7 +209,8 @@ class CTranslate2Translator(BatchTranslator):
         ranked = [rank_hypotheses(dedupe(hyps), cfg) for hyps in results]
         if again and self.fallback is not None:
             rows = sorted(again)
-            redone = self.fallback.search_batch([encoded[row] for row in rows], [keys[row] for row in rows], cfg)
+            redone = self.fallback.search_batch([encoded[row] for row in rows], [keys[row] for row in rows], cfg,
+                                                self.progress)
             for row, hyps in zip(rows, redone):
                 ranked[row] = hyps
         return ranked

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Callable, Optional, Union
 
@@ -20,11 +21,17 @@ from nmt.serve.service import DetectorFactory, Service, check_files
 from nmt.serve.web import install as install_web
 from nmt.text.languages import Detector
 
+# Seconds the worker still gets after the drain for the batch it is in (its clients were cut; a batch about to
+# end ends, and the process then finalises normally rather than leaving the worker behind).
+WORKER_GRACE = 1.0
+
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Any) -> AsyncIterator[None]:
     """Start the batcher, warm the models up and build the language detectors before the first request; at the
-    end (after the drain), translate what is still queued and stop the worker."""
+    end (after the drain), translate what is still queued and stop the worker, waiting for it until the drain's
+    deadline (`app.state.stop_by`, set by `DrainingServer`; --drain-timeout from now without one) or at least
+    WORKER_GRACE seconds: the caller must not free the engines while it is still busy (`nmt.serve.server`)."""
     service: Service = app.state.service
     loop = asyncio.get_running_loop()
     service.batcher.start()
@@ -34,7 +41,9 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
     app.state.on_ready()
     yield
     service.ready = False
-    await loop.run_in_executor(None, service.batcher.close, service.cfg.drain_timeout)
+    stop_by = getattr(app.state, "stop_by", None)
+    wait = service.cfg.drain_timeout if stop_by is None else stop_by - time.monotonic()
+    await loop.run_in_executor(None, service.batcher.close, max(wait, WORKER_GRACE))
 
 
 def create_app(engines: Union[TranslationEngine, Sequence[TranslationEngine]],

@@ -11,6 +11,13 @@ engine sorts a chunk by length and cuts model batches of --max-batch-tokens, so 
 batch goes as soon as the engine is free, with what has queued meanwhile. A chunk that fails is translated again
 request by request, so that one bad request fails alone. The event loop only queues and awaits: it never runs
 the model.
+
+Fairness: a request gives a batch at most `slice_lines` of its texts (`SLICE_LINES` by default), its next slice;
+one with more goes back to the end of the queue after each slice, so that requests take turns (round robin) and
+a one-line request that comes while a large one is translated waits for about one batch of slices, not for the
+whole large request (measured: benchmarks/serve_fairness.py). A request's slices are put together in order, and
+it is answered once its last slice is done. A request withdrawn meanwhile (its client gone, its --timeout
+passed) has no further slice translated: only the batch in progress finishes.
 """
 
 from __future__ import annotations
@@ -32,10 +39,13 @@ from nmt.serve.http_errors import Overloaded, TooLarge
 if TYPE_CHECKING:
     from nmt.inference.translator import Translation
 
+SLICE_LINES = 16  # texts of one request per batch: chosen by measurement (docs/commands/serve.md, fairness)
+
 
 @dataclass(eq=False)
 class PendingRequest:
-    """One request's texts (`lines`), waiting for the worker; `future` lives on the event loop."""
+    """One request's texts (`lines`), waiting for the worker; `future` lives on the event loop. `taken`: how
+    many of its texts the worker has taken so far (its slices), `done` their translations, in order."""
 
     lines: list[str]
     job: Job
@@ -43,6 +53,13 @@ class PendingRequest:
     loop: asyncio.AbstractEventLoop
     arrived: float = field(default_factory=time.monotonic)
     withdrawn: bool = False  # set on the event loop: nobody waits for the outcome any more
+    taken: int = 0
+    done: list[Translation] = field(default_factory=list)
+
+    @property
+    def left(self) -> int:
+        """Texts not taken yet."""
+        return len(self.lines) - self.taken
 
     def resolve(self, result: Any = None, error: Optional[BaseException] = None) -> None:
         """Hand the outcome to the event loop (thread-safe); a withdrawn or settled request is left alone
@@ -59,17 +76,29 @@ class PendingRequest:
             self.loop.call_soon_threadsafe(settle)
 
 
+@dataclass
+class Piece:
+    """The slice of one request in a batch: its texts from `start` on."""
+
+    pending: PendingRequest
+    start: int
+    lines: list[str]
+
+
 class Batcher:
     """The queue and the worker thread that merges requests into batches (see the module doc)."""
 
     def __init__(self, translate: TranslateFn, cfg: ServeConfig,
-                 on_batch: Callable[[int, float], None] = lambda n, s: None):
+                 on_batch: Callable[[int, float], None] = lambda n, s: None, slice_lines: int = SLICE_LINES):
         self.translate, self.cfg, self.on_batch = translate, cfg, on_batch
         if cfg.max_wait_ms is None:  # its default is the engine's: the caller knows the engine, not the batcher
             raise ValueError(f"Batcher needs {ref('max_wait_ms')} resolved: give it cfg.for_engine(engine.name)")
+        if slice_lines < 1:
+            raise ValueError(f"slice_lines {slice_lines}: give 1 or more")
         self.max_wait = cfg.max_wait_ms / 1000
+        self.slice = min(slice_lines, cfg.max_batch_sentences)
         self.queue: collections.deque[PendingRequest] = collections.deque()
-        self.queued_lines = 0
+        self.queued_lines = 0  # texts waiting: those of the queued requests, and the untaken of those in a batch
         self.cond = threading.Condition()
         self.stopping = False
         self.free_since = 0.0  # time.monotonic() when the model last finished a batch
@@ -99,17 +128,18 @@ class Batcher:
         return pending
 
     def withdraw(self, pending: PendingRequest) -> bool:
-        """Take a request back (timeout, client gone): out of the queue at once, its lines no longer counted.
-        False when the worker has taken it already (its batch is being translated)."""
+        """Take a request back (timeout, client gone): out of the queue at once, its untaken lines no longer
+        counted, none of them translated. False when the worker has taken some of its lines already (a slice
+        being translated, or done)."""
         with self.cond:
-            pending.withdrawn = True
-            try:
-                self.queue.remove(pending)
-            except ValueError:
+            if pending.withdrawn:
                 return False
-            self.queued_lines -= len(pending.lines)
+            pending.withdrawn = True
+            with contextlib.suppress(ValueError):  # not queued: its slice is being translated
+                self.queue.remove(pending)
+            self.queued_lines -= pending.left
             self.cond.notify()  # the batch being formed may have been waiting for this one
-            return True
+            return pending.taken == 0
 
     def close(self, timeout: Optional[float] = None) -> bool:
         """Translate what is queued, then stop the worker; False if it was still busy after `timeout` s."""
@@ -120,10 +150,11 @@ class Batcher:
             self.thread.join(timeout)
         return not self.thread.is_alive()
 
-    def next_batch(self) -> list[PendingRequest]:
-        """Wait for work; then the oldest request and the queued requests of the same job, up to
-        max_batch_sentences lines, taken when the batch is full, or when no request has come for quiet_ms,
-        or at the latest max_wait_ms after the oldest arrived or the model became free, whichever is later.
+    def next_batch(self) -> list[Piece]:
+        """Wait for work; then the next slice of the oldest request and those of the queued requests of the same
+        job, up to max_batch_sentences lines, taken when the batch is full, or when no request has come for
+        quiet_ms, or at the latest max_wait_ms after the oldest arrived or the model became free, whichever is
+        later; at once when the oldest is a request already begun (its client waits for it, not for others).
         While the model is busy, quiet_ms counts only once as many requests have arrived since the model
         became free as its last batch answered: those clients' next requests come spread over more than a
         few milliseconds on a loaded machine, and a batch cut before them splits the clients into cohorts
@@ -142,50 +173,89 @@ class Batcher:
                 busy = self.queue[0].arrived < self.free_since + max_wait
                 while self.queue:
                     batch = self._compatible()
-                    lines = sum(len(p.lines) for p in batch)
+                    lines = sum(len(piece.lines) for piece in batch)
                     returned = sum(1 for p in self.queue if p.arrived >= self.free_since)
-                    if busy and returned < self.answered:
+                    if self.queue[0].taken:
+                        wait = 0.0
+                    elif busy and returned < self.answered:
                         wait = limit - time.monotonic()
                     else:
                         wait = min(limit, max(start, self.queue[-1].arrived) + quiet) - time.monotonic()
                     if lines >= self.cfg.max_batch_sentences or wait <= 0 or self.stopping:
-                        for pending in batch:
-                            self.queue.remove(pending)
-                            self.queued_lines -= len(pending.lines)
-                        return batch
+                        return self._take(batch)
                     self.cond.wait(wait)
                 # every request waiting was withdrawn meanwhile: wait for new ones
 
-    def _compatible(self) -> list[PendingRequest]:
-        """The oldest request, and the later ones of its job that still fit the batch."""
+    def _next_slice(self, pending: PendingRequest) -> Piece:
+        return Piece(pending, pending.taken, pending.lines[pending.taken : pending.taken + self.slice])
+
+    def _compatible(self) -> list[Piece]:
+        """The next slice of the oldest request, and those of the later ones of its job that still fit. Headed by
+        a request not begun, a batch takes no slice of a request begun: the requests that came while a large
+        one was translated go first, in a batch of their own size, not one of slices."""
         first = self.queue[0]
-        batch, lines = [first], len(first.lines)
+        batch = [self._next_slice(first)]
+        lines = len(batch[0].lines)
         for pending in list(self.queue)[1:]:
-            if pending.job == first.job and lines + len(pending.lines) <= self.cfg.max_batch_sentences:
-                batch.append(pending)
-                lines += len(pending.lines)
+            piece = self._next_slice(pending)
+            if first.taken == 0 and pending.taken:
+                continue
+            if pending.job == first.job and lines + len(piece.lines) <= self.cfg.max_batch_sentences:
+                batch.append(piece)
+                lines += len(piece.lines)
+        return batch
+
+    def _take(self, batch: list[Piece]) -> list[Piece]:
+        """Out of the queue with the batch's requests (those with texts left come back after it)."""
+        for piece in batch:
+            self.queue.remove(piece.pending)
+            piece.pending.taken += len(piece.lines)
+            self.queued_lines -= len(piece.lines)
         return batch
 
     def _run(self) -> None:
         while batch := self.next_batch():
             self._translate(batch)
+            self._requeue(batch)
 
-    def _translate(self, batch: list[PendingRequest]) -> None:
-        lines = [line for pending in batch for line in pending.lines]
+    def _requeue(self, batch: list[Piece]) -> None:
+        """The batch's requests with texts left go back to the end of the queue, unless withdrawn or failed."""
+        with self.cond:
+            for piece in batch:
+                pending = piece.pending
+                if pending.left and not pending.withdrawn and len(pending.done) == pending.taken:
+                    self.queue.append(pending)
+            self.cond.notify()
+
+    def _translate(self, batch: list[Piece]) -> None:
+        lines = [line for piece in batch for line in piece.lines]
         start = time.monotonic()
         try:
-            results = self.translate(lines, batch[0].job)
+            results = self.translate(lines, batch[0].pending.job)
         except Exception as e:
             self.free_since = time.monotonic()
             if len(batch) == 1:
-                batch[0].resolve(error=e)
+                self._fail(batch[0].pending, e)
             else:  # which request is at fault is unknown: each goes again alone, so the others get their lines
-                for pending in batch:
-                    self._translate([pending])
+                for piece in batch:
+                    self._translate([piece])
             return
-        self.free_since, self.answered = time.monotonic(), len(batch)
+        self.free_since = time.monotonic()
         self.on_batch(len(lines), self.free_since - start)
-        at = 0
-        for pending in batch:
-            pending.resolve(results[at : at + len(pending.lines)])
-            at += len(pending.lines)
+        at, answered = 0, 0
+        for piece in batch:
+            pending = piece.pending
+            pending.done.extend(results[at : at + len(piece.lines)])
+            at += len(piece.lines)
+            if len(pending.done) == len(pending.lines):
+                pending.resolve(pending.done)
+                answered += 1
+        self.answered = answered
+
+    def _fail(self, pending: PendingRequest, error: BaseException) -> None:
+        """The request fails with `error`: answered so, its slices not yet taken dropped."""
+        pending.resolve(error=error)
+        with self.cond:
+            if not pending.withdrawn:
+                self.queued_lines -= pending.left
+            pending.taken = len(pending.lines)  # (and len(done) < taken: never queued again)

@@ -5,12 +5,14 @@ one that does not read its answer), so that the process ends on time and quietly
 uvicorn's own graceful shutdown waits for such clients, then cancels their tasks, which log a traceback
 each; cutting the connections first lets every task end by itself: a body being read ends as a
 disconnect, an answer being written returns, a request waiting for its batch is taken back from the queue.
+The application's lifespan then waits for the worker's batch until the same deadline (at least a moment).
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from typing import Callable, Optional
 
 import uvicorn
@@ -37,6 +39,9 @@ class DrainingServer(uvicorn.Server):
             connection.shutdown()  # idle keep-alive connections close now, busy ones after their answer
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.drain_timeout
+        state = getattr(self.gate.app, "state", None)
+        if state is not None:  # the lifespan waits for the worker until then (at least a moment)
+            state.stop_by = time.monotonic() + self.drain_timeout
         if self.server_state.tasks:
             self.log(f"stopping: {len(self.server_state.tasks)} request(s) in flight, waiting up to "
                      f"{self.drain_timeout:g}s ({ref('drain_timeout')})")

@@ -1,5 +1,6 @@
 """Listening, serving and stopping: the socket is taken before the model loads, uvicorn runs the application,
-and SIGTERM/SIGINT drain it within --drain-timeout, ending with one summary line."""
+and SIGTERM/SIGINT drain it within --drain-timeout, ending with one summary line (and telling the caller whether the
+model is still inside a batch nobody waits for)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import socket
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Optional, TextIO
+from typing import Any, Callable, Optional, TextIO
 
 from nmt.config import ServeConfig
 from nmt.core.errors import ConfigError, OutputError, os_error_message, ref
@@ -88,11 +89,14 @@ SWITCH_INTERVAL = 0.0001  # seconds: how often Python's threads may take the GIL
 
 def serve(engines: Sequence[TranslationEngine], infos: Sequence[ModelInfo], cfg: ServeConfig, sock: socket.socket,
           log: Callable[[str], None] = lambda s: None, keys: Optional[frozenset[str]] = None,
-          split: bool = True) -> None:
+          split: bool = True) -> bool:
     """Run the server of `engines` (one per direction, described by `infos`) on `sock` (from `listen`) until
     SIGINT/SIGTERM: it then stops accepting, answers what is in flight within --drain-timeout, cuts what is
-    left, and returns after one summary line. `keys`: what `check_files(cfg)` returned (None: the files are
-    checked, and the keys read, when the application is made); `split`: texts cut into sentences."""
+    left, and returns after one summary line: True, or False if the worker is then still inside the engine (the
+    caller must then end the process without finalising Python, which would free the engine under that call and
+    crash: SIGABRT or SIGSEGV; nobody waits for that batch any more). `keys`: what
+    `check_files(cfg)` returned (None: the files are checked, and the keys read, when the application is made);
+    `split`: texts cut into sentences."""
     import uvicorn
 
     from nmt.serve.app import create_app
@@ -126,6 +130,19 @@ def serve(engines: Sequence[TranslationEngine], infos: Sequence[ModelInfo], cfg:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             sock.close()
+    busy = not stop_worker(gate)
+    if busy:
+        log(f"stopping: the model is still translating a batch no client waits for after {ref('drain_timeout')} "
+            f"{cfg.drain_timeout:g}s; leaving it")
     n = gate.counts
     log(f"stopped: {n['served']:,} request(s) served, {n['failed']:,} failed, {n['dropped']:,} dropped")
+    return not busy
 
+
+def stop_worker(gate: Any) -> bool:
+    """Stop the batcher's worker of the application behind `gate` (the lifespan has, unless a second Ctrl-C
+    skipped it), waiting a moment; False if it is still inside the engine."""
+    from nmt.serve.app import WORKER_GRACE
+
+    batcher = gate.app.state.service.batcher
+    return not batcher.thread.is_alive() or bool(batcher.close(WORKER_GRACE))

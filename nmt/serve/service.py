@@ -185,7 +185,8 @@ class Service:
 
     async def translate(self, request: Any, texts: list[str], job: Job) -> list[Translation]:
         """The translations of `texts`, in order, from the batcher. A request whose client leaves, or that
-        waits longer than --timeout, is taken back from the queue (no work is done for it)."""
+        waits longer than --timeout, is taken back from the queue: none of its texts is translated after the batch
+        in progress (the batcher translates a request in slices)."""
         pending = self.batcher.submit(texts, job)
         gone = asyncio.ensure_future(disconnected(request.receive))
         try:

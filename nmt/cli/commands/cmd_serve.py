@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 from nmt.cli.options import with_config_options
 from nmt.config import InferenceConfig, Overrides, SearchConfig, ServeConfig, TextConfig
@@ -44,8 +49,20 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
         engine = open_engine(paths, search, options, progress=log)
         engines.append(engine)
         infos.append(model_info(paths, engine))
-    serve(engines, infos, cfg, sock, log=lambda message: log(Progress("serve", message=message)), keys=keys,
-          split=split)
+    if not serve(engines, infos, cfg, sock, log=lambda message: log(Progress("serve", message=message)), keys=keys,
+                 split=split):
+        exit_now()
+
+
+def exit_now() -> NoReturn:
+    """End the process at once with exit status 0, output flushed, without finalising Python: the server stopped
+    while its worker was still inside the engine (a batch nobody waits for after the drain), and finalisation would
+    free the engine (CTranslate2's C++ translator, torch's tensors) under that call: SIGABRT or SIGSEGV."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # closed, or a reader that left: nothing more to tell it
+            stream.flush()
+    os._exit(0)
 
 
 def by_direction(paths: list[Path]) -> list[list[Path]]:
