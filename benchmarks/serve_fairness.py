@@ -18,54 +18,16 @@ work still held the engine. `--baseline DIR` measures the server of an older sou
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import os
 import socket
 import statistics
-import subprocess
-import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import requests
-
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
-
-
-def read_sentences(path: Path, n: int) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f][:n]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(model: str, options: list[str], source_tree: str | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = dict(os.environ)
-    if source_tree:
-        env["PYTHONPATH"] = source_tree + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", model, "--port", str(port), *options],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server stopped: {proc.stderr.read().decode() if proc.stderr else ''}")
-        try:
-            if requests.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("the server did not become ready")
+from serving import DEFAULT_DATA, read_sentences, start_server, tree_env
 
 
 def one_line(url: str, line: str) -> float:
@@ -113,7 +75,8 @@ def quantiles(seconds: list[float]) -> str:
 def measure(args: argparse.Namespace, name: str, tree: str | None, sentences: list[str]) -> None:
     options = ["--threads", str(args.threads), "--engine", args.engine, "--max-lines", str(args.big_lines),
                *args.server_options]
-    proc, url = start_server(args.model, options, tree)
+    with tempfile.NamedTemporaryFile(suffix=".log") as log:
+        proc, url = start_server(["-m", args.model, *options], tree_env(tree), Path(log.name), timeout=180)
     try:
         small, big = sentences[: args.probes], sentences[: args.big_lines]
         one_line(url, small[0])

@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,20 +43,7 @@ import urllib.parse
 from pathlib import Path
 
 import requests
-
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
-
-
-def read_sentences(path: Path, n: int) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f][:n]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from serving import DEFAULT_DATA, read_sentences, start_server, tree_env
 
 
 def offline(model: Path, sentences: list[str], threads: int, engine: str, tree: Path | None = None) -> tuple[float, list[str]]:
@@ -78,13 +63,6 @@ def offline(model: Path, sentences: list[str], threads: int, engine: str, tree: 
     seconds = time.monotonic() - start
     proc.wait()
     return seconds, out
-
-
-def tree_env(tree: Path | None) -> dict:
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH")) if p)
-    return env
 
 
 MODEL_ALONE = """
@@ -255,28 +233,13 @@ def load(url: str, sentences: list[str], clients: int, kind: str = "http.client"
             "outputs": [results.get(i) for i in range(len(sentences))]}
 
 
-def start_server(args, engine: str, tree: Path | None) -> tuple[subprocess.Popen, str]:
+def server_of(args, engine: str, tree: Path | None) -> tuple[subprocess.Popen, str]:
     """`nmt serve --engine ENGINE` (from the source tree `tree`, else this one) on a free port; (process, url)
     once ready."""
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(args.model), "--port", str(port),
-                               "--threads", str(args.threads),
-                               *(["--max-wait-ms", str(args.max_wait_ms)] if args.max_wait_ms is not None else []),
-                               *(["--quiet-ms", str(args.quiet_ms)] if args.quiet_ms is not None else []),
-                               *(["--engine", engine] if tree is None else [])],
-                              stderr=subprocess.DEVNULL, env=tree_env(tree), cwd=tree)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            if requests.get(url + "/health", timeout=1).status_code == 200:
-                return server, url
-        except (requests.ConnectionError, requests.Timeout):  # refused, or held while the model loads
-            pass
-        if time.monotonic() > deadline or server.poll() is not None:
-            server.terminate()
-            sys.exit(f"the {engine} server ({tree or 'this tree'}) did not start")
-        time.sleep(0.2)
+    return start_server(["-m", str(args.model), "--threads", str(args.threads),
+                         *(["--max-wait-ms", str(args.max_wait_ms)] if args.max_wait_ms is not None else []),
+                         *(["--quiet-ms", str(args.quiet_ms)] if args.quiet_ms is not None else []),
+                         *(["--engine", engine] if tree is None else [])], tree_env(tree), cwd=tree)
 
 
 def main() -> None:
@@ -307,7 +270,7 @@ def main() -> None:
     plans: dict[str, tuple[str, Path | None]] = {engine: (engine, None) for engine in args.engines}
     if args.baseline:
         plans["torch@base"] = ("torch", args.baseline.resolve())
-    servers = {name: start_server(args, engine, tree) for name, (engine, tree) in plans.items()}
+    servers = {name: server_of(args, engine, tree) for name, (engine, tree) in plans.items()}
     runs: dict[tuple[str, int], list[dict]] = {(name, c): [] for name in servers for c in args.clients}
     offline_rates: dict[str, list[float]] = {name: [] for name in servers}
     try:

@@ -20,24 +20,22 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import requests
+from serving import start_server, tree_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "nmt" / "sample_data"
 BPE = ROOT / "tests" / "data" / "sample-bpe-1000.model"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "PYTHONFAULTHANDLER": "1"}  # a crash shows its stacks
+ENV = tree_env(ROOT, NO_COLOR="1", PYTHONFAULTHANDLER="1")  # a crash shows its stacks
 
 
 def make_model(workdir: Path) -> Path:
@@ -61,35 +59,6 @@ def make_model(workdir: Path) -> Path:
     return found[-1]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start(model: Path, engine: str, stderr_path: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`nmt serve` on a free port, once /health answers 200."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(model), "--port", str(port),
-                                 "--threads", "1", "--engine", engine, *options],
-                                stdout=subprocess.DEVNULL, stderr=err, env=ENV)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited {proc.returncode} before it was ready:\n{stderr_path.read_text()}")
-        try:
-            if requests.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the server did not become ready in 300 s")
-
-
 def load(url: str, lines: list[str], clients: int, stop: threading.Event) -> list[threading.Thread]:
     """`clients` threads posting `lines` in a loop until `stop` (errors ignored: the server is going away)."""
     def client() -> None:
@@ -109,7 +78,7 @@ def load(url: str, lines: list[str], clients: int, stop: threading.Event) -> lis
 def one_try(model: Path, engine: str, lines: list[str], clients: int, delay: float, wait: float,
             stderr_path: Path, options: list[str]) -> tuple[str, str]:
     """("0" | exit code | "timeout", last stderr line) of one SIGTERM `delay` s after the load started."""
-    proc, url = start(model, engine, stderr_path, *options)
+    proc, url = start_server(["-m", str(model), "--threads", "1", "--engine", engine, *options], ENV, stderr_path)
     stop = threading.Event()
     threads = load(url, lines, clients, stop)
     try:

@@ -25,7 +25,7 @@ from nmt.config.flags import as_fields
 from nmt.core.errors import ConfigError, InputError, NmtError, ref
 from nmt.core.files import check_input_file
 from nmt.core.progress import Progress, ProgressFn
-from nmt.inference.documents import FORMATS, Documents, Format, TextTranslation
+from nmt.inference.documents import Documents, Format, TextTranslation, check_format
 from nmt.inference.engines import open_engine
 from nmt.inference.translator import BatchTranslator
 from nmt.workflows.threads import set_threads
@@ -262,8 +262,8 @@ def load(model: Union[ModelPath, Sequence[ModelPath]], *, engine: Literal["auto"
     it warnings go to Python's `warnings`); search options (beam=5, ...) over the model's own defaults."""
     paths = model_paths(model)
     check_names(search, "load")
-    if format not in FORMATS:  # before the model loads
-        raise ConfigError(f"format {format!r}: give one of {', '.join(FORMATS)}")
+    with python_names():
+        check_format(format)  # before the model loads
     if device not in DEVICES:
         raise ConfigError(f"device {device!r}: give one of {', '.join(DEVICES)}")
     report = progress or warn_only

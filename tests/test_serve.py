@@ -365,13 +365,14 @@ def free_port() -> int:
 class Server:
     """`nmt serve` in a subprocess; `url` once /health answers 200."""
 
-    def __init__(self, checkpoint: Path, *options: str, wrap: tuple[str, ...] = ()):
-        """`wrap`: a command that runs the server's (as its arguments), such as a shell that adds a pipe."""
+    def __init__(self, checkpoint: Path, *options: str, wrap: tuple[str, ...] = (), env: dict | None = None):
+        """`wrap`: a command that runs the server's (as its arguments), such as a shell that adds a pipe; `env`:
+        its environment (default: the tests')."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([*wrap, sys.executable, "-m", "nmt", "serve", "-m", str(checkpoint), "--port",
                                       str(self.port), "--threads", "1", *options],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or ENV)
         deadline = time.monotonic() + 120
         while True:
             assert self.proc.poll() is None, self.proc.stderr.read().decode()

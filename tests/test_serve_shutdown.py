@@ -7,9 +7,6 @@ from __future__ import annotations
 import random
 import re
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,40 +17,17 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("ctranslate2")
 import requests  # noqa: E402
+import test_serve  # noqa: E402
 from test_cli import ENV  # noqa: E402
 
 SUMMARY = re.compile(r"stopped: \d+ request\(s\) served, \d+ failed, \d+ dropped")
 CRASHES = ("Segmentation fault", "Fatal Python error", "terminate called", "Traceback", "Aborted")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start(checkpoint: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(checkpoint), "--port", str(port),
-                             "--threads", "1", *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**ENV, "PYTHONFAULTHANDLER": "1"})
-    deadline = time.monotonic() + 120
-    while True:
-        assert proc.poll() is None, proc.communicate()[1].decode()
-        try:
-            if requests.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except requests.RequestException:  # refused, or queued while the model loads
-            pass
-        assert time.monotonic() < deadline, "the server did not become ready"
-        time.sleep(0.1)
-
-
 def sigterm_under_load(checkpoint: Path, lines: list[str], delay: float, *options: str) -> tuple[int, str]:
     """Exit code and stderr of a server stopped `delay` s after 16 clients began posting `lines` in a loop."""
-    proc, url = start(checkpoint, *options)
+    server = test_serve.Server(checkpoint, *options, env={**ENV, "PYTHONFAULTHANDLER": "1"})
+    proc, url = server.proc, server.url
     stop = threading.Event()
 
     def client() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("python_multipart")
 pytest.importorskip("fastapi_offline")
 import requests  # noqa: E402
+import test_serve  # noqa: E402
 from test_cli import ENV  # noqa: E402
 
 from nmt.core.errors import ConfigError  # noqa: E402
@@ -32,32 +32,13 @@ from nmt.serve import ServeConfig, TooLarge  # noqa: E402
 # -- servers -----------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`nmt serve` of the tiny checkpoint in a subprocess on 127.0.0.1 (a random port), once /health answers."""
+class Server(test_serve.Server):
+    """`nmt serve` of the tiny checkpoint in a subprocess on 127.0.0.1 (a random port), once /health answers, its
+    access log in `log`."""
 
     def __init__(self, checkpoint: Path, log: Path, *options: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        self.proc = subprocess.Popen([sys.executable, "-m", "nmt", "serve", "-m", str(checkpoint), "--port",
-                                      str(self.port), "--threads", "1", "--access-log", str(log), *options],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
-        deadline = time.monotonic() + 120
-        while True:
-            assert self.proc.poll() is None, self.proc.stderr.read().decode()
-            try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except (requests.ConnectionError, requests.Timeout):
-                pass
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+        super().__init__(checkpoint, "--access-log", str(log), *options)
 
     def translate(self, text: str, format: str = "text") -> str:
         """LibreTranslate's /translate of `text`, English to German."""
@@ -65,10 +46,6 @@ class Server:
                           timeout=60)
         assert r.status_code == 200, r.text
         return r.json()["translatedText"]
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.communicate(timeout=60)
 
 
 PAGE_ORIGIN = "http://127.0.0.1:9"  # a page's origin in the requests below (never contacted)

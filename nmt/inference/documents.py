@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from nmt.core.errors import ConfigError, ref
 from nmt.core.progress import Progress
 from nmt.inference.search import Hypothesis
-from nmt.inference.translator import Translation, check_chunk
+from nmt.inference.translator import Translation, translate_chunks
 from nmt.text.markup import Aligned, translate_html
 from nmt.text.sentences import Split, split_sentences
 
@@ -99,6 +99,12 @@ def assemble(source: str, shape: Layout, done: list[Translation], nbest: int) ->
     return TextTranslation(hypotheses[0][0], hypotheses, source, done)
 
 
+def check_format(format: str) -> None:
+    """ConfigError unless `format` is one Documents reads."""
+    if format not in FORMATS:
+        raise ConfigError(f"{ref('format')} {format!r}: give one of {', '.join(FORMATS)}")
+
+
 class Documents:
     """An engine that translates texts rather than sentences (see the module's docstring).
 
@@ -106,8 +112,7 @@ class Documents:
     a whole document whose tags are kept, see `nmt.text.markup`)."""
 
     def __init__(self, engine: Engine, split: bool = True, format: Format = "text"):
-        if format not in FORMATS:
-            raise ConfigError(f"{ref('format')} {format!r}: give one of {', '.join(FORMATS)}")
+        check_format(format)
         if format == "html" and engine.search_cfg.nbest > 1:
             raise ConfigError(f"{ref('format')} html gives one translation of each document; leave {ref('nbest')} "
                               "out")
@@ -156,11 +161,7 @@ class Documents:
 
     def translate(self, chunks: Iterable[list[str]]) -> Iterator[TextTranslation]:
         """One TextTranslation per text of a stream of chunks, in order, as each chunk is translated."""
-        seen = 0
-        for chunk in chunks:
-            check_chunk(chunk)
-            yield from self.translate_chunk(chunk, seen)
-            seen += len(chunk)
+        return translate_chunks(self.translate_chunk, chunks)
 
     def alignment(self, translation: TextTranslation, rank: int = 0,
                   line_index: int = 0) -> list[tuple[int, int]]:

@@ -4,11 +4,11 @@ shared by every engine (`BatchTranslator`); the torch engine (`Translator`)."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional, Protocol
+from typing import IO, Any, Optional, Protocol, TypeVar
 
 import torch
 
@@ -105,11 +105,7 @@ class BatchTranslator:
 
     def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
         """Translate a stream of chunks of lines, yielding one Translation per line, in order."""
-        seen = 0
-        for chunk in chunks:
-            check_chunk(chunk)
-            yield from self.translate_chunk(chunk, seen)
-            seen += len(chunk)
+        return translate_chunks(self.translate_chunk, chunks)
 
     def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
         """Source-target word pairs of `line` and a hypothesis, from the last layer's cross-attention
@@ -274,6 +270,19 @@ def read_chunks(stream: IO[bytes], max_lines: int = 512, progress: ProgressFn = 
             yield decode(complete[start : start + max_lines])
     if pending:
         yield decode([pending])
+
+
+T = TypeVar("T")
+
+
+def translate_chunks(translate_chunk: Callable[[list[str], int], list[T]], chunks: Iterable[list[str]]) -> Iterator[T]:
+    """`translate_chunk(chunk, first_line)` of each chunk of a stream, its results one by one, in order (an
+    engine's `translate`, a Documents' own)."""
+    seen = 0
+    for chunk in chunks:
+        check_chunk(chunk)
+        yield from translate_chunk(chunk, seen)
+        seen += len(chunk)
 
 
 def check_chunk(chunk: Any) -> None:

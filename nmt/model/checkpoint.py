@@ -273,8 +273,10 @@ def save(path: Path, ckpt: Checkpoint) -> None:
                               "free disk space or choose a writable `out`, then rerun to resume") from e
 
 
-def load(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoint:
-    """Load, migrate and check a checkpoint, as data only: a checkpoint is never allowed to run code."""
+def load(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> Checkpoint:
+    """Load, migrate and check a checkpoint, as data only: a checkpoint is never allowed to run code. `mmap`: the
+    tensors are mapped from the file, read only where used (what a checkpoint says of itself, without its
+    weights)."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path}: is a directory; pass a checkpoint file (e.g. {path}/averaged.pt)")
@@ -284,7 +286,7 @@ def load(path: str | Path, map_location: str | torch.device = "cpu") -> Checkpoi
         raise InputError(f"{path}: not a checkpoint file (a device or a pipe); pass a .pt file from nmt train "
                          "or average")
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
+        payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file, not a bug
         raise CheckpointError(f"{path}: not a readable nmt checkpoint ({load_failure(e)}); was it truncated or "
                               "written by another tool?") from None

@@ -25,8 +25,6 @@ from nmt.text.languages import language_name
 router = APIRouter(tags=["LibreTranslate"])
 M = TypeVar("M", bound=BaseModel)
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
-SHORT = 40  # characters: a text of a list up to this long takes the language detected in the whole list, as in
-# LibreTranslate (too short to tell alone)
 
 
 def body_doc(model: type[BaseModel]) -> dict[str, Any]:
@@ -87,9 +85,8 @@ async def translate(request: Request) -> dict[str, Any]:
     texts = service.texts(req.q)
     settings = {"nbest": req.alternatives + 1}
     if req.source == "auto":
-        if not service.sources_to(req.target):
-            service.direction(service.sources[0], req.target)  # the 400 naming what this server translates
-        detected = await detect_each(service, texts, req.target)
+        detected: list[dict[str, Any]] = [{"confidence": round(d.confidence, 2), "language": d.language}
+                                          for d in await service.detect_sources(texts, req.target, fmt)]
     else:
         service.direction(req.source, req.target)
         detected = [{"confidence": 100.0, "language": req.source}] * len(texts)
@@ -106,26 +103,6 @@ async def translate(request: Request) -> dict[str, Any]:
         scores = [round(t.score, 4) for t in done]
         out["scores"] = scores[0] if single else scores
     return out
-
-
-async def detect_each(service: Service, texts: list[str], target: str) -> list[dict[str, Any]]:
-    """The source language of each text among those this server translates to `target`, as LibreTranslate
-    answers it ({"confidence", "language"}): a text of a list up to SHORT characters long takes the language of
-    the whole list; a text without evidence (no letters) the first candidate with confidence 0, as
-    LibreTranslate falls back to English."""
-    among = service.sources_to(target)
-
-    def detect_all() -> list[dict[str, Any]]:
-        overall = service.detect("\n".join(texts), among) if len(texts) > 1 else []
-        out = []
-        for text in texts:
-            found = overall if len(texts) > 1 and len(text) <= SHORT else service.detect(text, among)
-            best = found[0] if found else None
-            out.append({"confidence": round(best.confidence, 2), "language": best.language} if best else
-                       {"confidence": 0.0, "language": among[0]})
-        return out
-
-    return await asyncio.get_running_loop().run_in_executor(None, detect_all)
 
 
 async def translate_grouped(service: Service, request: Request, texts: list[str], sources: list[str], target: str,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,9 @@ from nmt.serve.http_errors import ClientGone, RequestError, TooLarge, shown
 from nmt.text.languages import Detection, Detector, language_name
 
 LINES_KEY = "nmt.lines"  # the ASGI scope entry where an endpoint notes how many lines it translated
+SHORT = 40  # characters: a text of a list up to this long takes the language detected in the whole list, as in
+# LibreTranslate (too short to tell alone)
+TAG = re.compile(r"<[^>]*>")  # an HTML tag, roughly: enough to detect the language of the text between
 DetectorFactory = Callable[[Sequence[str]], Any]  # candidates -> an object with detect(text) -> list[Detection]
 
 
@@ -79,6 +83,24 @@ class Service:
         if self.no_detector:
             raise RequestError(f"cannot detect the language: {self.no_detector}; give source", 400)
         return list(self.detector_of(self.sources if among is None else among).detect(text))
+
+    async def detect_sources(self, texts: list[str], target: str, format: str = "text") -> list[Detection]:
+        """The source language of each text among those this server translates to `target`, as LibreTranslate
+        decides it for source auto: a text of a list up to SHORT characters takes the language detected in the
+        whole list; a text without evidence the first candidate, with confidence 0 (LibreTranslate falls back to
+        English); html is read without its tags. A 400 naming what this server translates where none translates
+        to `target`."""
+        among = self.sources_to(target)
+        if not among:
+            self.direction(self.sources[0], target)
+        words = [TAG.sub(" ", text) for text in texts] if format == "html" else texts
+
+        def detect_all() -> list[Detection]:
+            overall = self.detect("\n".join(words), among) if len(words) > 1 else []
+            found = [overall if len(words) > 1 and len(text) <= SHORT else self.detect(text, among) for text in words]
+            return [candidates[0] if candidates else Detection(among[0], 0.0) for candidates in found]
+
+        return await asyncio.get_running_loop().run_in_executor(None, detect_all)
 
     def languages(self) -> list[dict[str, Any]]:
         """GET /languages: every served language (sources and targets), each with its English name and the

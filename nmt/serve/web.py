@@ -5,7 +5,6 @@ translated files are kept in memory, bounded in number, bytes and lifetime."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import dataclasses
 import functools
@@ -41,7 +40,6 @@ router = APIRouter(tags=["LibreTranslate"])
 FILE_FORMATS = {".txt": ("text", "text/plain; charset=utf-8"), ".html": ("html", "text/html; charset=utf-8")}
 SUPPORTED_FILES = list(FILE_FORMATS)  # /frontend/settings' supportedFilesFormat
 MAX_NAME_BYTES = 255  # of an uploaded file's name (a file system's NAME_MAX)
-TAG = re.compile(r"<[^>]*>")  # an HTML tag, roughly: enough to detect the language of the text between
 CORS_METHODS = ("GET", "POST")
 CORS_HEADERS = ("Authorization", "Content-Type")  # LibreTranslate's Access-Control-Allow-Headers
 CORS_EXPOSED = ("Retry-After", "Content-Disposition")  # what a page may read of an answer, beyond the basics
@@ -192,17 +190,10 @@ def file_text(data: bytes) -> str:
 
 
 async def source_of(service: Service, text: str, fmt: str, source: str, target: str) -> str:
-    """`source`, or for auto the language detected (among those translated to `target`; the first of them where
-    the text gives no evidence, as LibreTranslate falls back)."""
+    """`source`, or for auto the language detected (`Service.detect_sources`)."""
     if source != "auto":
         return source
-    among = service.sources_to(target)
-    if not among:
-        service.direction(service.sources[0], target)  # the 400 naming what this server translates
-    if fmt == "html":
-        text = TAG.sub(" ", text)  # the words, not the markup
-    found = await asyncio.get_running_loop().run_in_executor(None, service.detect, text, among)
-    return found[0].language if found else among[0]
+    return (await service.detect_sources([text], target, fmt))[0].language
 
 
 def form_doc() -> dict[str, Any]:

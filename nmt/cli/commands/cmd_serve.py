@@ -67,12 +67,13 @@ def exit_now() -> NoReturn:
 
 def by_direction(paths: list[Path]) -> list[list[Path]]:
     """The checkpoints grouped by direction (their stored languages), in the order given: each group is one
-    engine (an ensemble where it holds several). One checkpoint is not read here (its engine reads it)."""
+    engine (an ensemble where it holds several). Their weights are not read here (mapped, never touched: the
+    engine reads them), and one checkpoint is not opened at all."""
     from nmt.model.checkpoint import load
 
     if len(paths) == 1:
         return [list(paths)]
     groups: dict[tuple[str, str], list[Path]] = {}
     for path in paths:
-        groups.setdefault(load(path).languages, []).append(path)
+        groups.setdefault(load(path, mmap=True).languages, []).append(path)
     return list(groups.values())
