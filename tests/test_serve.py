@@ -227,15 +227,24 @@ class StubDetector:
 @contextlib.contextmanager
 def in_process(cfg: ServeConfig, translate, **kwargs):
     """The application in this process, on uvicorn in a thread, over FakeEngine: (its URL, its Gate)."""
-    import uvicorn
-
-    from nmt.serve import ModelInfo, listen
+    from nmt.serve import ModelInfo
     from nmt.serve.app import create_app
 
     kwargs.setdefault("detector", StubDetector)
     engines = kwargs.pop("engines", [FakeEngine(FakeModel())])
     infos = [ModelInfo("fake", *engine.languages, "0" * 64, {}) for engine in engines]
     gate = create_app(engines, infos, cfg, translate=translate, **kwargs)
+    with on_uvicorn(gate) as url:
+        yield url, gate
+
+
+@contextlib.contextmanager
+def on_uvicorn(gate):
+    """The ASGI application `gate` served by uvicorn in a thread on a free port of 127.0.0.1: its URL."""
+    import uvicorn
+
+    from nmt.serve import listen
+
     sock = listen("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(gate, log_level="critical"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -243,9 +252,9 @@ def in_process(cfg: ServeConfig, translate, **kwargs):
     try:
         deadline = time.monotonic() + 30
         while not server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", gate
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(timeout=30)

@@ -9,8 +9,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -88,27 +86,14 @@ class FakeEngine:
 @contextlib.contextmanager
 def in_process(cfg: ServeConfig, translate=None, **kwargs):
     """The application in this process, on uvicorn in a thread: (its URL, the records of its requests)."""
-    import uvicorn
-
-    from nmt.serve import ModelInfo, listen
+    from nmt.serve import ModelInfo
     from nmt.serve.app import create_app
 
     records: list = []
     gate = create_app(FakeEngine(), ModelInfo("fake", "en", "de", "0" * 64, {}), cfg, translate=translate or Upper(),
                       detector=FirstCandidate, on_done=records.append, **kwargs)
-    sock = listen("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(gate, log_level="critical"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", records
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with test_serve.on_uvicorn(gate) as url:
+        yield url, records
 
 
 @pytest.fixture(scope="module")
