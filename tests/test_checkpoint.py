@@ -219,6 +219,25 @@ def test_load_truncated(tiny_checkpoint, tmp_path):
     assert str(path) in str(e.value)
 
 
+@pytest.mark.parametrize("damage", ["truncated", "text", "empty"])
+def test_load_with_mmap_tells_a_damaged_file_as_load_does(tiny_checkpoint, tmp_path, damage):
+    """`nmt serve -m A -m B` reads directions with mmap=True: a damaged file gets the same one-line error."""
+    data = tiny_checkpoint.read_bytes()
+    path = tmp_path / "damaged.pt"
+    path.write_bytes({"truncated": data[: len(data) // 2], "text": b"x\n", "empty": b""}[damage])
+    with pytest.raises(CheckpointError) as plain:
+        checkpoint.load(path)
+    with pytest.raises(CheckpointError) as mapped:
+        checkpoint.load(path, mmap=True)
+    assert str(mapped.value) == str(plain.value)
+
+
+def test_load_with_mmap_gives_the_same_checkpoint(tiny_checkpoint):
+    plain, mapped = checkpoint.load(tiny_checkpoint), checkpoint.load(tiny_checkpoint, mmap=True)
+    assert mapped.languages == plain.languages and mapped.model_config == plain.model_config
+    assert all(torch.equal(mapped.weights[k], plain.weights[k]) for k in plain.weights)
+
+
 def test_load_empty_file(tmp_path):
     path = tmp_path / "empty.pt"
     path.write_bytes(b"")

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import pickle
 import re
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -286,7 +287,8 @@ def load(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool 
         raise InputError(f"{path}: not a checkpoint file (a device or a pipe); pass a .pt file from nmt train "
                          "or average")
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+        # (only a whole zip file can be mapped: any other is read, so that a damaged file is told as such)
+        payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap and zipfile.is_zipfile(path))
     except Exception as e:  # weights_only refuses code, so any failure here means a bad file, not a bug
         raise CheckpointError(f"{path}: not a readable nmt checkpoint ({load_failure(e)}); was it truncated or "
                               "written by another tool?") from None
