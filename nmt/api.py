@@ -53,6 +53,14 @@ class SearchOptions(TypedDict, total=False):
     topp: float
     temperature: float
     seed: int
+    early_stopping: bool  # beam search ends once `beam` hypotheses have ended (False: transformers' rule)
+
+
+class CallOptions(SearchOptions, total=False):
+    """What each call takes: the search options, and a multilingual model's direction (default: `load`'s)."""
+
+    src_lang: str
+    tgt_lang: str
 
 
 class NmtWarning(UserWarning):
@@ -165,7 +173,11 @@ class Translator:
     translates with its own copy of the engine's settings, the model itself being shared (read only)."""
 
     def __init__(self, engine: BatchTranslator, split: bool = True, format: Format = "text",
-                 progress: Optional[ProgressFn] = None):
+                 progress: Optional[ProgressFn] = None, src_lang: Optional[str] = None,
+                 tgt_lang: Optional[str] = None):
+        with python_names():
+            if tgt_lang is not None or src_lang is not None or len(engine.data.targets) == 1:
+                engine = engine.with_direction(src_lang, tgt_lang)  # else each call names its target
         self._engine, self._split, self._format = engine, split, format
         self._progress = progress or warn_only
         with python_names():
@@ -182,6 +194,12 @@ class Translator:
         return self._engine.languages
 
     @property
+    def directions(self) -> list[tuple[str, str]]:
+        """Every (source, target) the model translates: one, or a multilingual model's (pick one per call with
+        tgt_lang=...)."""
+        return list(self._engine.data.directions)
+
+    @property
     def search(self) -> SearchConfig:
         """The search of a call that sets no search option (the model's defaults, then `load`'s options)."""
         return self._engine.search_cfg
@@ -192,17 +210,18 @@ class Translator:
 
     def translate(self, texts: Sequence[str], *, split: Optional[bool] = None, format: Optional[Format] = None,
                   batch_size: Optional[int] = None, max_tokens: Optional[int] = None,
-                  **search: Unpack[SearchOptions]) -> list[str]:
+                  **search: Unpack[CallOptions]) -> list[str]:
         """The best translation of each text, in order (an empty list gives []). `split`: cut each text into
         sentences (default: `load`'s); `format`: "text" or "html"; `batch_size`, `max_tokens`: sentences and
-        source tokens per batch; search options (beam=5, ...) for this call only."""
+        source tokens per batch; `tgt_lang`, `src_lang`: a multilingual model's direction (default: `load`'s);
+        search options (beam=5, ...) for this call only."""
         if (search.get("nbest") or 1) > 1:
             raise ConfigError(f"nbest {search.get('nbest')}: translate() gives the best translation of each text; "
                               "use translate_results() for the n best")
         return [t.text for t in self._translate(texts, "translate", split, format, batch_size, max_tokens, search)]
 
     def translate_one(self, text: str, *, split: Optional[bool] = None, format: Optional[Format] = None,
-                      **search: Unpack[SearchOptions]) -> str:
+                      **search: Unpack[CallOptions]) -> str:
         """The best translation of one text."""
         if not isinstance(text, str):
             raise TypeError(f"translate_one() takes one str, got {type(text).__name__}; for several texts use "
@@ -211,7 +230,7 @@ class Translator:
 
     def translate_results(self, texts: Sequence[str], *, split: Optional[bool] = None,
                           format: Optional[Format] = None, batch_size: Optional[int] = None,
-                          max_tokens: Optional[int] = None, **search: Unpack[SearchOptions]) -> list[Result]:
+                          max_tokens: Optional[int] = None, **search: Unpack[CallOptions]) -> list[Result]:
         """A `Result` per text, in order: the best translation, its score and the `nbest` best candidates."""
         found = self._translate(texts, "translate_results", split, format, batch_size, max_tokens, search)
         return [Result.of(t) for t in found]
@@ -220,9 +239,13 @@ class Translator:
                    batch_size: Optional[int], max_tokens: Optional[int],
                    search: Mapping[str, Any]) -> list[TextTranslation]:
         items = checked_texts(texts, function)
+        search = dict(search)
+        direction = (search.pop("src_lang", None), search.pop("tgt_lang", None))
         check_names(search, function)
         with python_names():
             engine = self._variant(search, batch_size, max_tokens)
+            if direction != (None, None):
+                engine = engine.with_direction(*direction)
             documents = Documents(engine, self._split if split is None else split, format or self._format)
             return list(documents.translate(chunks_of(items, CHUNK)))
 
@@ -250,7 +273,7 @@ def load(model: Union[ModelPath, Sequence[ModelPath]], *, engine: Literal["auto"
          device: Literal["cpu", "cuda"] = "cpu", threads: int = 0, precision: Union[Precision, str, None] = None,
          inter_threads: Optional[int] = None, batch_size: Optional[int] = None, max_tokens: Optional[int] = None,
          split: bool = True, format: Format = "text", progress: Optional[ProgressFn] = None,
-         **search: Unpack[SearchOptions]) -> Translator:
+         src_lang: Optional[str] = None, tgt_lang: Optional[str] = None, **search: Unpack[SearchOptions]) -> Translator:
     """A Translator of the checkpoint `model` (a path; a list of paths: an ensemble, on torch).
 
     `engine`: "torch", "ctranslate2", or "auto" (CTranslate2 where installed and able to do what is asked, the
@@ -259,7 +282,8 @@ def load(model: Union[ModelPath, Sequence[ModelPath]], *, engine: Literal["auto"
     fp32 (default), bf16, fp16, int8 or auto; `inter_threads`: batches translated at once (CTranslate2);
     `batch_size`, `max_tokens`: sentences and source tokens per batch; `split`, `format`: the defaults of each
     call; `progress`: a callable given each `nmt.core.progress.Progress` (the engine chosen, warnings; without
-    it warnings go to Python's `warnings`); search options (beam=5, ...) over the model's own defaults."""
+    it warnings go to Python's `warnings`); `tgt_lang`, `src_lang`: a multilingual model's direction (without
+    them each call names its target); search options (beam=5, ...) over the model's own defaults."""
     paths = model_paths(model)
     check_names(search, "load")
     with python_names():
@@ -274,4 +298,4 @@ def load(model: Union[ModelPath, Sequence[ModelPath]], *, engine: Literal["auto"
         set_threads(options.threads)
         opened = open_engine(paths, Overrides(SearchConfig, dict(search)), options, progress=report)
     assert isinstance(opened, BatchTranslator), "both engines are BatchTranslators"
-    return Translator(opened, split, format, progress)
+    return Translator(opened, split, format, progress, src_lang, tgt_lang)

@@ -438,6 +438,7 @@ def test_config_file_and_options_agree(tiny_data, tmp_path):
               "max_updates": 321, "max_epochs": 9, "max_time": 60.5, "save_interval": 11, "keep_last": 3,
               "valid_interval": 13, "log_interval": 7, "seed": 5, "precision": "fp32", "max_bad_updates": 4,
               "valid_bleu_sentences": 9, "valid_beam": 2, "patience": 3, "lr_tail": "cosine", "lr_tail_share": 0.3, "bpe_dropout": 0.1,
+                  "pair_temperature": 2.5,
               "activation": "gelu", "scale_embeddings": False}
     # init_from takes the architecture from a checkpoint, and the reset options act only with it:
     # tests/test_fine_tuning.py covers them; fields without an option (output_bias) come from an import

@@ -9,12 +9,15 @@ pieces, as OPUS-MT ships them.
 What "the same" means here, and how it is checked:
 - every log-probability of a teacher-forced batch, within 1e-5 (transformers' logits with the pad piece out of
   the softmax, as OPUS-MT's generation configs have it: bad_words_ids [[pad]] with renormalize_logits);
-- greedy and beam search, token for token, against `generate` under nmt's search rules (`NmtRules`: the pad
-  piece out of the softmax; EOS forced at the length limit with its own log-probability, where transformers'
-  forced EOS with renormalisation gives it 0; early_stopping=True: a sentence's search ends when `beam`
-  hypotheses have ended, nmt's rule) and their scores within 1e-5 (beam: the length-normalised score; greedy:
-  the summed log-probability, within 1e-5 per token);
-- greedy search under OPUS-MT's stock generation settings, token for token.
+- greedy and beam search, token for token, against `generate` under nmt's own search rules (`NmtRules`: the
+  pad piece out of the softmax; EOS forced at the length limit with its own log-probability, where transformers'
+  forced EOS gives it 0; early_stopping=True: a sentence's search ends when `beam` hypotheses have ended, nmt's
+  --early-stopping) and their scores within 1e-5 (beam: the length-normalised score; greedy: the summed
+  log-probability, within 1e-5 per token);
+- greedy search under OPUS-MT's stock generation settings, token for token. (Beam search with an imported
+  model's own defaults, transformers' rules, against generate with the model's generation config, and the
+  multilingual and tc-big models: test_import_multilingual.py.)
+- the `hf download` line that a missing folder is answered with, as the installed `hf` parses it.
 """
 
 from __future__ import annotations
@@ -103,21 +106,22 @@ def make_tokenizer_files() -> dict[str, bytes | str]:
 
 
 def build_folder(out: Path, files: dict, config: dict, ends_at: float | None = None, slope: float = 1.0,
-                 weights: str = "model.safetensors", stock: bool = False, seed: int = 0) -> Path:
+                 weights: str = "model.safetensors", stock: bool = False, seed: int = 0, edit=None) -> Path:
     """A random Marian model of transformers (with a random final_logits_bias, as OPUS-MT's is trained), saved
-    as a Hugging Face folder; `ends_at`: see `end_around`."""
+    as a Hugging Face folder; `ends_at`: see `end_around`; `edit(model)`: a change before it is saved."""
     transformers = pytest.importorskip("transformers")
     out.mkdir(parents=True)
     for name, content in files.items():
         (out / name).write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     (out / "tokenizer_config.json").write_text(json.dumps({"source_lang": "en", "target_lang": "de",
                                                            "tokenizer_class": "MarianTokenizer"}))
-    size = len(json.loads(files["vocab.json"]))
-    cfg = transformers.MarianConfig(
-        vocab_size=size, decoder_vocab_size=size, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_position_embeddings=64, pad_token_id=size - 1, eos_token_id=0, decoder_start_token_id=size - 1,
-        forced_eos_token_id=0, dropout=0.1, **config)
+    vocab = json.loads(files["vocab.json"])
+    size, eos = len(vocab), vocab["</s>"]
+    cfg = transformers.MarianConfig(**{
+        "vocab_size": size, "decoder_vocab_size": size, "d_model": 32, "encoder_layers": 2, "decoder_layers": 2,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+        "max_position_embeddings": 64, "pad_token_id": size - 1, "eos_token_id": eos,
+        "decoder_start_token_id": size - 1, "forced_eos_token_id": eos, "dropout": 0.1, **config})
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(cfg).eval()
     with torch.no_grad():
@@ -125,17 +129,26 @@ def build_folder(out: Path, files: dict, config: dict, ends_at: float | None = N
     if ends_at is not None:
         files = (str(out / name) for name in ("source.spm", "target.spm", "vocab.json"))
         end_around(model, transformers.MarianTokenizer(*files), ends_at, slope)
+    if edit is not None:
+        with torch.no_grad():
+            edit(model)
     if weights == "model.safetensors":
         model.save_pretrained(out)
     else:  # every tensor of the state dict, tied copies and position tables included
         cfg.save_pretrained(out)
         torch.save(model.state_dict(), out / weights)
     if stock:  # what OPUS-MT's generation_config.json holds
-        (out / "generation_config.json").write_text(json.dumps({
-            "bad_words_ids": [[size - 1]], "decoder_start_token_id": size - 1, "eos_token_id": 0,
-            "forced_eos_token_id": 0, "max_length": MAX_LENGTH, "num_beams": 4, "pad_token_id": size - 1,
-            "renormalize_logits": True}))
+        stock_generation(out, MAX_LENGTH)
     return out
+
+
+def stock_generation(folder: Path, max_length: int) -> None:
+    """What OPUS-MT's generation_config.json holds (num_beams 4; early_stopping left at transformers' false)."""
+    vocab = json.loads((folder / "vocab.json").read_text())
+    pad, eos = len(vocab) - 1, vocab["</s>"]
+    (folder / "generation_config.json").write_text(json.dumps({
+        "bad_words_ids": [[pad]], "decoder_start_token_id": pad, "eos_token_id": eos, "forced_eos_token_id": eos,
+        "max_length": max_length, "num_beams": 4, "pad_token_id": pad, "renormalize_logits": True}))
 
 
 def end_around(model, tok, position: float, slope: float) -> None:
@@ -220,15 +233,23 @@ def hf_pieces(tok, ids: list[int]) -> list[str]:
 def test_tokens_and_log_probs_equal_transformers(name, hf, imported, folders):
     """Teacher forcing on 16 pairs: the same source pieces, and every log-probability of every target position
     within 1e-5 (transformers' with the pad piece out of the softmax). PAD and BOS get probability 0."""
-    model, tok = hf[name]
-    ckpt = checkpoint.load(imported[name])
+    assert_same_log_probs(*hf[name], imported[name])
+
+
+def assert_same_log_probs(model, tok, path: Path, tag: str = "") -> None:
+    """Teacher forcing on LINES and REFS: the same source and target pieces (`tag`: a multilingual model's
+    target-language piece, first in every source as MarianTokenizer puts it), every log-probability of every
+    target position within 1e-5 of transformers' (with the pad piece out of the softmax), PAD and BOS 0."""
+    ckpt = checkpoint.load(path)
     ours, tokenizer = ckpt.build_model(), load_tokenizer(ckpt.tokenizer)
-    batch = tok(LINES, text_target=REFS, return_tensors="pt", padding=True)
+    batch = tok([f"{tag} {line}" if tag else line for line in LINES], text_target=REFS, return_tensors="pt",
+                padding=True)
     # the same source pieces, the same target pieces
     for side, texts, ids in (("source", LINES, batch["input_ids"]), ("target", REFS, batch["labels"])):
         ours_ids = tokenizer.encode(texts, side=side)
+        first = [tag] if tag and side == "source" else []
         for row, seq in zip(ids.tolist(), ours_ids):
-            assert hf_pieces(tok, row) == tokenizer.pieces(seq)
+            assert hf_pieces(tok, row) == first + tokenizer.pieces(seq)
     # nmt's ids of transformers' ids, through the pieces
     table = {p: i for i, p in enumerate(tokenizer.vocab())}
     to_nmt = {i: table.get(p) for p, i in tok.get_vocab().items()}
@@ -264,7 +285,7 @@ def test_search_equals_generate(name, beam, lenpen, hf, imported):
                          max_length=MAX_LENGTH, forced_eos_token_id=None, renormalize_logits=False, bad_words_ids=None,
                          logits_processor=[nmt_rules(model.config.pad_token_id, tok.eos_token_id)],
                          output_scores=True, return_dict_in_generate=True)
-    search = Overrides(SearchConfig, dict(beam=beam, lenpen=lenpen, lenpen_type="power", **LIMIT))
+    search = Overrides(SearchConfig, dict(beam=beam, lenpen=lenpen, lenpen_type="power", early_stopping=True, **LIMIT))
     translator = Translator(imported[name], search)
     ended = 0
     for i, result in enumerate(translator.translate_chunk(LINES)):
@@ -323,12 +344,14 @@ def test_search_defaults_come_with_the_model_and_options_win(imported):
     """generation_config.json's beam and max_length, transformers' length penalty (len^1.0), as translate's
     defaults; an option given wins."""
     ckpt = checkpoint.load(imported["relu"])
-    assert ckpt.search.values == {"beam": 4, "lenpen": 1.0, "lenpen_type": "power", **LIMIT}
-    assert Translator(imported["relu"]).search_cfg == SearchConfig(beam=4, lenpen=1.0, lenpen_type="power", **LIMIT)
+    stock = {"beam": 4, "lenpen": 1.0, "lenpen_type": "power", "early_stopping": False, **LIMIT}
+    assert ckpt.search.values == stock
+    assert Translator(imported["relu"]).search_cfg == SearchConfig(**stock)
     given = Translator(imported["relu"], Overrides(SearchConfig, {"beam": 2, "max_len_b": 5})).search_cfg
     assert (given.beam, given.max_len_b, given.lenpen_type, given.max_len_a) == (2, 5, "power", 0.0)
-    # Without a generation config: transformers' defaults (length penalty 1.0), nmt's beam and limit.
-    assert checkpoint.load(imported["peaky"]).search.values == {"lenpen": 1.0, "lenpen_type": "power"}
+    # Without these settings: transformers' defaults (length penalty 1.0, no early stopping), nmt's beam and limit.
+    assert checkpoint.load(imported["peaky"]).search.values == {"lenpen": 1.0, "lenpen_type": "power",
+                                                                 "early_stopping": False}
 
 
 def test_the_checkpoint_records_architecture_languages_and_tokenizer(imported, folders):
@@ -482,6 +505,13 @@ def untie_output(folder: Path) -> None:
     torch.save(state, folder / "pytorch_model.bin")
 
 
+def untied_without_lm_head(folder: Path) -> None:
+    edit_json("config.json", tie_word_embeddings=False)(folder)
+    state = torch.load(folder / "pytorch_model.bin", weights_only=True)
+    del state["lm_head.weight"]
+    torch.save(state, folder / "pytorch_model.bin")
+
+
 def nan_weight(folder: Path) -> None:
     state = torch.load(folder / "pytorch_model.bin", weights_only=True)
     state["model.encoder.layers.0.fc1.weight"][0, 0] = float("nan")
@@ -506,10 +536,17 @@ BAD_FOLDERS = {
     "model size": (edit_json("config.json", d_model=64), ["pytorch_model.bin", "config.json"]),
     "missing weight": (drop_weight, ["pytorch_model.bin", "decoder.layers.1.fc2.bias"]),
     "nan weight": (nan_weight, ["pytorch_model.bin", "encoder.layers.0.fc1.weight", "NaN"]),
-    "untied": (untie_output, ["pytorch_model.bin", "lm_head.weight", "untied"]),
+    "untied": (untie_output, ["pytorch_model.bin", "lm_head.weight differs", "though tied by its config"]),
+    "untied, no lm_head": (untied_without_lm_head, ["pytorch_model.bin", "lacks lm_head.weight",
+                                                     "tie_word_embeddings false"]),
+    "flag not a bool": (edit_json("config.json", tie_word_embeddings="no"), ["tie_word_embeddings", "true or false"]),
+    "decoder vocabulary": (edit_json("config.json", decoder_vocab_size=300), ["decoder_vocab_size 300",
+                                                                              "separate vocabularies"]),
+    "early_stopping": (edit_json("generation_config.json", early_stopping="sometimes"),
+                       ["generation_config.json", "early_stopping", "'sometimes'"]),
     "no spm": (lambda f: (f / "source.spm").unlink(), ["source.spm", "SentencePiece"]),
     "bpe tokenizer": (lambda f: (f / "target.spm").write_text("#version: 0.2\na b\n"), ["target.spm", "SentencePiece"]),
-    "multilingual": (add_piece(">>fra<<"), ["vocab.json", ">>fra<<", "multilingual"]),
+    "one target tag": (add_piece(">>fra<<"), ["vocab.json", ">>fra<<", "1 target language", "two targets or more"]),
     "separate vocabularies": (edit_json("tokenizer_config.json", separate_vocabs=True), ["target_vocab.json"]),
     "activation": (edit_json("config.json", activation_function="gelu_new"), ["config.json", "gelu_new"]),
     "heads": (edit_json("config.json", decoder_attention_heads=2), ["config.json", "decoder_attention_heads"]),
@@ -536,6 +573,73 @@ def test_a_file_is_not_a_folder(tmp_path):
         import_marian(tmp_path / "model.bin")
 
 
+# The files `hf download` fetches: all that an import reads, of the weights model.safetensors.
+FETCHED = "config.json model.safetensors source.spm target.spm vocab.json tokenizer_config.json generation_config.json"
+
+
+@pytest.mark.parametrize("given, command", [
+    # a Hub model's id: downloaded into a folder of its name, which is then imported
+    ("Helsinki-NLP/opus-mt-fr-en", f"`hf download Helsinki-NLP/opus-mt-fr-en {FETCHED} --local-dir opus-mt-fr-en`, "
+                                   "then `nmt import marian opus-mt-fr-en`"),
+    # a missing OPUS-MT folder: its model, into it
+    ("opus-mt-fr-en", f"`hf download Helsinki-NLP/opus-mt-fr-en {FETCHED} --local-dir opus-mt-fr-en`"),
+    ("models/opus-mt-tc-big-en-fr", f"`hf download Helsinki-NLP/opus-mt-tc-big-en-fr {FETCHED} "
+                                    "--local-dir models/opus-mt-tc-big-en-fr`"),
+    # another name: OPUS-MT's pattern, into it
+    ("models/mine", f"`hf download Helsinki-NLP/opus-mt-SRC-TGT {FETCHED} --local-dir models/mine`"),
+])
+def test_a_missing_folder_is_answered_with_the_download_of_the_model_asked_for(given, command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    with pytest.raises(NmtError) as error:
+        import_marian(given)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"{given}: no such folder"), message
+    assert command in message and "opus-mt-en-de" not in message and "huggingface-cli" not in message, message
+
+
+def test_a_folder_without_a_file_says_how_to_download_it(folders, tmp_path):
+    folder = shutil.copytree(folders["relu"], tmp_path / "opus-mt-fr-en")
+    (folder / "vocab.json").unlink()
+    with pytest.raises(NmtError, match=f"hf download Helsinki-NLP/opus-mt-fr-en {FETCHED} --local-dir {folder}`"):
+        import_marian(folder)
+    folder = shutil.copytree(folders["relu"], tmp_path / "opus-mt-de-fr")
+    (folder / "pytorch_model.bin").unlink()  # a model without model.safetensors: its PyTorch weights
+    with pytest.raises(NmtError, match=f"hf download Helsinki-NLP/opus-mt-de-fr pytorch_model.bin --local-dir {folder}`"):
+        import_marian(folder)
+
+
+def test_the_download_command_is_what_the_installed_hf_fetches(monkeypatch, capsys):
+    """huggingface_hub's own CLI parses the command the messages give (the Hub is not reached: its download is
+    replaced): the files an import reads, from one revision, into the folder. (`--include A B` would not do:
+    hf reads B as a file name and then ignores --include.)"""
+    import shlex
+    import sys
+
+    pytest.importorskip("huggingface_hub", minversion="1.0")
+    from huggingface_hub.cli import download as hf_download
+    from huggingface_hub.cli.hf import main
+
+    from nmt.importers.hf_folder import download_command
+    from nmt.importers.marian import DOWNLOADED
+
+    fetched = []
+    monkeypatch.setattr(hf_download, "snapshot_download", lambda **kw: fetched.append(kw) or kw["local_dir"])
+    command = download_command("Helsinki-NLP/opus-mt-fr-en", DOWNLOADED, "opus-mt-fr-en")
+    monkeypatch.setattr(sys, "argv", shlex.split(command))
+    try:
+        main()
+    except SystemExit as e:
+        assert not e.code
+    [call] = fetched
+    assert (call["repo_id"], call["allow_patterns"], call["local_dir"]) == (
+        "Helsinki-NLP/opus-mt-fr-en", FETCHED.split(), "opus-mt-fr-en")
+    # `nmt import marian --help` shows the same command
+    from nmt.cli.commands.cmd_import import DOWNLOAD
+
+    assert download_command("Helsinki-NLP/opus-mt-en-de", DOWNLOADED, "opus-mt-en-de") == DOWNLOAD
+
+
 @pytest.mark.slow
 def test_cli_imports_and_refuses(folders, tmp_path):
     r = ok(nmt("import", "marian", folders["ending"], "--out", tmp_path / "model.pt"))
@@ -546,6 +650,9 @@ def test_cli_imports_and_refuses(folders, tmp_path):
     assert_user_error(nmt("import", "marian", tmp_path / "bart", "--out", tmp_path / "x.pt"),
                       str(tmp_path / "bart" / "config.json"), "'bart'")
     assert not (tmp_path / "x.pt").exists()
+    assert_user_error(nmt("import", "marian", "Helsinki-NLP/opus-mt-fr-en", "--out", "x.pt", cwd=tmp_path),
+                      "`hf download Helsinki-NLP/opus-mt-fr-en config.json", "--local-dir opus-mt-fr-en`",
+                      "then `nmt import marian opus-mt-fr-en`")
 
 
 # -- everything else works on an imported model --------------------------------------------------------------
@@ -595,7 +702,7 @@ def test_both_engines_translate_an_imported_model_alike(imported, tmp_path, monk
     from nmt.inference.engines import open_engine
 
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
-    search = Overrides(SearchConfig, dict(beam=4, lenpen=1.0, lenpen_type="power", **LIMIT))
+    search = Overrides(SearchConfig, dict(beam=4, lenpen=1.0, lenpen_type="power", early_stopping=True, **LIMIT))
     engines = {name: open_engine([imported["ending"]], search, Overrides(InferenceConfig, {"engine": name, "threads": 1}))
                for name in ("torch", "ctranslate2")}
     assert engines["ctranslate2"].name == "ctranslate2"
@@ -734,3 +841,20 @@ def test_fine_tuning_lowers_the_validation_loss(imported, tmp_path):
     before, after = loss(base), loss(tuned)
     print(f"validation NLL per token: imported {before:.3f}, fine-tuned {after:.3f}")
     assert math.isfinite(after) and after < before - 0.5
+
+
+@pytest.mark.parametrize("value, expected, note", [
+    (True, True, None), (False, False, None), (None, False, None),
+    ("never", False, 'note: generation_config.json sets early_stopping "never" (searched as false), which nmt\'s '
+                     "search does not have; ignored"),
+])
+def test_early_stopping_comes_from_the_generation_config(value, expected, note, folders, tmp_path):
+    """transformers' early_stopping (false when unset) is the checkpoint's --early-stopping/--no-early-stopping."""
+    folder = shutil.copytree(folders["relu"], tmp_path / "model")
+    generation = json.loads((folder / "generation_config.json").read_text())
+    if value is not None:
+        generation["early_stopping"] = value
+    (folder / "generation_config.json").write_text(json.dumps(generation))
+    found = import_marian(folder)
+    assert found.checkpoint.search.values["early_stopping"] is expected
+    assert [n for n in found.notes if "early_stopping" in n] == ([] if note is None else [note])

@@ -675,3 +675,99 @@ def test_the_table_gives_ctranslate2_its_keywords(cfg, options):
     for option in OPTIONS:
         given.update(option.ct2_options(cfg))
     assert given == options
+
+
+# -- without early stopping: transformers' rule ----------------------------------------------------
+
+GOES_ON, AT_LIMIT = 16, 17
+STOPPING = {
+    GOES_ON: {  # two hypotheses end by t = 1, yet the running "a a" (0.54), ended now, would beat the worse of them
+        (): {A: 0.6, EOS: 0.25, B_: 0.15},
+        (A,): {A: 0.9, EOS: 0.1},
+        (B_,): {EOS: 1.0},
+        (A, A): {EOS: 0.9, A: 0.1},
+    },
+    AT_LIMIT: {None: {A: 0.6, B_: 0.3, EOS: 0.1}},  # never ends before its limit in a beam of 2
+}
+
+
+def stopping_run(sid, early_stopping, **cfg):
+    model = TableModel(STOPPING)
+    cfg = {"beam": 2, "lenpen": 1.0, "lenpen_type": "power", "nbest": 2, "early_stopping": early_stopping, **cfg}
+    [hyps] = beam_search(model, src_of(sid), SearchConfig(**cfg), 1024)
+    return hyps, model.steps
+
+
+def test_early_stopping_ends_once_beam_hypotheses_have_ended():
+    # t0: top 2 of a .6, EOS .25, b .15: [] ends (log .25); a and b run.
+    # t1: a a .54, b EOS .15, a EOS .06: [b] ends (log .15, score / 2): 2 ended, the search is over.
+    hyps, steps = stopping_run(GOES_ON, True)
+    assert_hyps(hyps, [([B_], log(0.15), log(0.15) / 2), ([], log(0.25), log(0.25))])
+    assert steps == 2
+
+
+def test_without_early_stopping_a_running_beam_that_could_win_goes_on():
+    # After t1 the worst kept score is [] (log .25 = -1.386); the running a a, ended now at length 2, would
+    # score log .54 / 2 = -0.308 > -1.386: go on. t2: a a EOS (.486) ends, score log .486 / 3 = -0.241; kept
+    # [a a] -0.241 and [b] -0.949; the running a a a (.054) would score log .054 / 3 = -0.973 <= -0.949: over.
+    hyps, steps = stopping_run(GOES_ON, False)
+    assert_hyps(hyps, [([A, A], log(0.486), log(0.486) / 3), ([B_], log(0.15), log(0.15) / 2)])
+    assert steps == 3
+
+
+@pytest.mark.parametrize("early_stopping, eos", [(True, log(0.1)), (False, 0.0)])
+def test_the_eos_forced_at_the_limit_scores_0_without_early_stopping(early_stopping, eos):
+    # Limit 1: t0 a .6 and b .3 run (EOS .1 is third); t1 forces EOS, with log .1 (nmt's rule) or 0 (transformers').
+    hyps, steps = stopping_run(AT_LIMIT, early_stopping, max_len_a=0.0, max_len_b=1)
+    assert_hyps(hyps, [([A], log(0.6) + eos, (log(0.6) + eos) / 2), ([B_], log(0.3) + eos, (log(0.3) + eos) / 2)])
+    assert steps == 2
+
+
+def test_restrict_tokens_free_eos():
+    log_probs = torch.log(torch.tensor([[[0.1, 0.1, 0.1, 0.2, 0.3, 0.2]]]))
+    out = restrict_tokens(log_probs.clone(), torch.tensor([True]), free_eos=True)
+    assert out[0, 0].tolist() == [NEG_INF, NEG_INF, NEG_INF, 0.0, NEG_INF, NEG_INF]
+
+
+def test_keep_best_hand_computed():
+    # K 2, t 1 (length 2), len^1: only the top K candidates count; EOS -2.0 -> -1.0 joins the kept -1.0;
+    # "a" does not end; EOS -4.0 is third, out of the top K.
+    from nmt.inference.search import keep_best
+
+    kept = torch.tensor([[-1.0, NEG_INF]])
+    cfg = SearchConfig(beam=2, lenpen=1.0, lenpen_type="power", early_stopping=False)
+    out = keep_best(kept, torch.tensor([[-2.0, -3.0, -4.0, -5.0]]), torch.tensor([[EOS, A, EOS, A]]), 1, cfg)
+    assert out.tolist() == [[-1.0, -1.0]]
+
+
+@pytest.mark.parametrize("early_stopping, expected", [(True, [True, True, False, True]),
+                                                      (False, [False, True, False, True])])
+def test_beam_done_hand_computed(early_stopping, expected):
+    # t 1 (length 2), len^1: the best running beams' bounds -0.5, -1.5, -0.5, and a dead sentence (-inf).
+    # Sentence 0: -0.5 > -0.6 goes on without early stopping; 1: -1.5 <= -1.4 is over; 2: one ended only.
+    from nmt.inference.search import beam_done
+
+    scores = torch.tensor([[-1.0, -2.0], [-3.0, -4.0], [-1.0, -2.0], [NEG_INF, NEG_INF]])
+    n_finished = torch.tensor([2, 2, 1, 0])
+    worst = torch.tensor([-0.6, -1.4, NEG_INF, NEG_INF])
+    cfg = SearchConfig(beam=2, lenpen=1.0, lenpen_type="power", early_stopping=early_stopping)
+    done = beam_done(scores, n_finished, torch.tensor([False] * 4), worst, 1, cfg)
+    assert done.tolist() == expected
+
+
+def test_best_hypotheses_by_score_without_early_stopping():
+    from nmt.inference.search import Hypothesis, best_hypotheses
+
+    hyps = [Hypothesis([A], -1.0, -1.0), Hypothesis([A, A, A], -0.5, -2.0), Hypothesis([B_], -0.9, -0.9)]
+    assert [h.tokens for h in best_hypotheses(hyps, 2, 2)] == [[B_], [A]]  # the 2 likeliest, by score
+    assert [h.tokens for h in best_hypotheses(hyps, 2, 2, likeliest=False)] == [[A, A, A], [B_]]
+
+
+@pytest.mark.parametrize("beam", [2, 3])
+def test_without_early_stopping_batched_equals_one_at_a_time(beam):
+    sids = [SIMPLE, LOSES, EARLY, LENPEN, LOOP]
+    cfg = SearchConfig(beam=beam, lenpen=1.0, lenpen_type="power", nbest=beam, max_len_a=0.0, max_len_b=6,
+                       early_stopping=False)
+    together = beam_search(TableModel(TABLES), src_of(*sids), cfg, 1024)
+    alone = [beam_search(TableModel(TABLES), src_of(sid), cfg, 1024)[0] for sid in sids]
+    assert [as_tuples(h) for h in together] == [as_tuples(h) for h in alone]

@@ -47,10 +47,10 @@ def training_timing(cfg: ModelConfig, label_smoothing: float = 0.1) -> Timing:
         with autocast(precision, cpu):
             hidden = model(parts["src"], parts["tgt"][:, :-1], project=False).flatten(0, 1)  # (N, D)
         if precision == Precision.FP32:
-            loss, _ = projected_loss(hidden, model.embed.weight, target, label_smoothing, parts["workspace"])
+            loss, _ = projected_loss(hidden, model.projection, target, label_smoothing, parts["workspace"])
         else:
             with autocast(precision, cpu):
-                logits = F.linear(hidden, model.embed.weight)  # (N, V)
+                logits = F.linear(hidden, model.projection)  # (N, V)
             loss, _ = label_smoothed_loss(logits, target, label_smoothing)
         backward: Callable[[], None] = loss.backward  # unannotated in torch
         backward()

@@ -28,6 +28,18 @@ def tokenizer_threads() -> Any:
     return threads_option(0, "CPU threads of the tokenizer (0: all cores).")
 
 
+def source_language() -> Any:
+    """--src-lang of the commands that translate: a multilingual model's source, for its sentence rules."""
+    return option(None, "Language of the input (a multilingual model of several sources: picks the sentence rules; "
+                  "default: the model's source).")
+
+
+def target_language() -> Any:
+    """--tgt-lang of the commands that translate: which of a multilingual model's targets."""
+    return option(None, "Language to translate into: one of a multilingual model's targets (default: the model's "
+                  "only target).")
+
+
 def model_paths() -> Any:
     """--model/-m of the commands that translate with a checkpoint (or an ensemble)."""
     return option(None, "Checkpoint (.pt) from train or average; repeat for an ensemble (models of one BPE "
@@ -65,8 +77,11 @@ class PrepareOptions(CommandOptions):
                              "whose tokenizer to use (to fine-tune it on this data).", flag="--bpe", required=True)
     train: str = option(None, "Path prefix: PREFIX.SRC and PREFIX.TGT (or .gz, .bz2, .xz).", required=True)
     out: Path = option(None, "Folder for the binarized data.", required=True)
-    src: str = option(None, "Source language suffix.", required=True)
-    tgt: str = option(None, "Target language suffix.", required=True)
+    src: Optional[str] = option(None, "Source language suffix.")
+    tgt: Optional[str] = option(None, "Target language suffix.")
+    pair: Optional[list[str]] = option(None, "A language pair SRC-TGT (suffixes of the files); repeat for a "
+                                       "multilingual model (en-de en-fr: one-to-many; de-en fr-en: many-to-one), "
+                                       "whose sources then begin with a target-language tag. Instead of --src/--tgt.")
     valid: Optional[str] = option(None, "Validation path prefix.")
     test: Optional[str] = option(None, "Test path prefix.")
     chunk_size: int = option(100_000, "Pairs encoded per chunk.")  # its range: nmt.data.dataset.prepare
@@ -119,6 +134,8 @@ class TranslateOptions(CommandOptions):
     scores: bool = option(False, "Also print each translation's score after a tab: the mean log-probability of "
                           "its tokens, from minus infinity to 0 (0: sure; exp(score) is their geometric-mean "
                           "probability), so that doubtful translations can be flagged.")
+    src_lang: Optional[str] = source_language()
+    tgt_lang: Optional[str] = target_language()
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,8 @@ class EvalOptions(CommandOptions):
                              "--hyp, the baseline: BLEU, chrF, TER with p-values.")
     paired_bs_n: Optional[int] = option(None, "Bootstrap resamples (default 1000).", low=1, high=INT_MAX,
                                         requires="paired_bs")
+    src_lang: Optional[str] = source_language()
+    tgt_lang: Optional[str] = target_language()
 
 
 @dataclass(frozen=True)
@@ -155,8 +174,8 @@ class DownloadOptions(CommandOptions):
     """`nmt download` (its NAME argument aside)."""
 
     out: Optional[Path] = option(None, "Output folder.")
-    pair: Optional[str] = option(None, "Language pair, source first (en-de, de-en, en-fr, fr-en; see --list); "
-                                 "default: the family's first.")
+    pair: Optional[str] = option(None, "Language pair, source first (wmt14 and europarl: en-de, de-en, en-fr, fr-en; "
+                                 "multi30k: any two of en, de, fr, cs; see --list); default: the family's first.")
     mirror: Optional[str] = option(None, "Base URL or local folder that replaces the dataset's source.")
     extra_tests: bool = option(False, "Also fetch the dataset's extra test sets.")
     list_: bool = option(False, "List the known datasets.", flag="--list")
@@ -194,4 +213,5 @@ class ImportMarianOptions(CommandOptions):
     out: Path = option(None, "Checkpoint (.pt) to write.", required=True)
     src: Optional[str] = option(None, "Source language code, e.g. en, lower-cased (default: the folder's "
                                 "tokenizer_config.json, else its name, opus-mt-SRC-TGT).")
-    tgt: Optional[str] = option(None, "Target language code (as --src).")
+    tgt: Optional[str] = option(None, "Target language code (as --src); not for a multilingual model, whose "
+                                "targets are its >>xxx<< tokens (pick one when translating: --tgt-lang).")

@@ -60,6 +60,8 @@ class ModelConfig:
                                     flag="--scale-embeddings/--no-scale-embeddings")
     output_bias: bool = option(False, "A fixed (untrained) bias on the output logits: an imported model's "
                                "(Marian's final_logits_bias).", cli=False)
+    tied_output: bool = option(True, "The output projection is the embedding table (tied, the paper's); untied: a "
+                               "matrix of its own (an imported model's lm_head, OPUS-MT's tc-big models).", cli=False)
 
     def validate(self) -> ModelConfig:
         check_fields(self)
@@ -92,6 +94,10 @@ class TrainConfig:
                                 "training text (0: the stored one). BPE models: the probability of dropping a "
                                 "merge (BPE-dropout, e.g. 0.1); SentencePiece unigram models: the sampling alpha "
                                 "(smaller is noisier, e.g. 0.5).", low=0.0, high=1.0, high_open=True)
+    pair_temperature: float = option(5.0, "Data of several language pairs (nmt prepare --pair ...): each epoch "
+                                     "draws pair i's sentences in proportion to n_i^(1/T) (Arivazhagan et al. 2019): "
+                                     "1 as they are, larger is more balanced; an epoch keeps the corpus' size.",
+                                     low=1.0, high=1000.0)
     clip_norm: float = option(0.0, "Clip the gradient norm to this (0: no clipping).", low=0.0)
     max_updates: int = option(100000, "Stop after this many updates.", low=1, high=INT_MAX)
     max_epochs: int = option(0, "Stop after this many epochs (0: no limit).", low=0, high=INT_MAX)
@@ -150,6 +156,11 @@ class SearchConfig:
                                 requires="sampling")
     seed: int = option(1, "Sampling: the same seed draws the same translations (seeds each line's draws with its "
                        "line number).", low=0, high=INT_MAX, requires="sampling")
+    early_stopping: bool = option(True, "Beam search: a line's search ends once --beam hypotheses have ended "
+                                  "(fairseq's rule); --no-early-stopping: once none of the running ones could beat "
+                                  "the worst of them, as transformers' generate (early_stopping=False: imported "
+                                  "models' default; EOS forced at the length limit then scores 0).",
+                                  flag="--early-stopping/--no-early-stopping")
 
     def validate(self) -> SearchConfig:
         check_fields(self)

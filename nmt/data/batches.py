@@ -9,6 +9,7 @@ rank of a distributed run computes the same batches without talking to the other
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,31 @@ def make_batches(
     if shuffle:
         batches = [batches[k] for k in rng.permutation(len(batches))]
     return batches
+
+
+def sample_parts(counts: Sequence[int], temperature: float, seed: int = 1, epoch: int = 0) -> np.ndarray:
+    """Indices (int64) of one epoch's pairs of a store of several parts (language pairs, `counts` pairs each, one
+    after the other): as many pairs as the store holds, part i's share in proportion to n_i^(1/T) (Arivazhagan
+    et al. 2019). A part drawn more often than it has pairs repeats every pair as often as it can and draws the
+    rest without replacement; a part drawn less often draws without replacement. Fixed by (seed, epoch).
+    """
+    n = np.asarray(counts, dtype=np.float64)
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    weights = np.where(n > 0, (n / total) ** (1.0 / temperature), 0.0)
+    wanted = np.floor(weights / weights.sum() * total).astype(np.int64)
+    wanted[np.argsort(-(weights / weights.sum() * total - wanted), kind="stable")[: total - int(wanted.sum())]] += 1
+    rng = np.random.default_rng((seed, epoch, 7))
+    starts = np.cumsum(n, dtype=np.int64) - n.astype(np.int64)
+    drawn = []
+    for start, size, want in zip(starts.tolist(), n.astype(np.int64).tolist(), wanted.tolist()):
+        if size == 0:
+            continue
+        whole, rest = divmod(want, size)
+        drawn += [np.arange(start, start + size, dtype=np.int64)] * whole
+        drawn.append(start + rng.choice(size, rest, replace=False).astype(np.int64))
+    return np.concatenate(drawn)
 
 
 def shard(batches: list[np.ndarray], rank: int, world_size: int) -> list[np.ndarray]:

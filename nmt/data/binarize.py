@@ -245,52 +245,91 @@ class _IndexWriter:
             f.close()
 
 
+@dataclass(frozen=True)
+class Part:
+    """One language pair's files of a split, and the target-language tag put first in each source (None: no
+    tag, a store of one target language)."""
+
+    src_path: Path
+    tgt_path: Path
+    pair: str = ""  # SRC-TGT; "" for a store of one pair
+    tag: int | None = None
+
+
+def with_tag(ids: np.ndarray, lengths: np.ndarray, tag: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Flat ids (T,) of sequences of `lengths` (N,), each with `tag` put first (unchanged for None)."""
+    if tag is None:
+        return ids, lengths
+    starts = np.cumsum(lengths, dtype=np.int64) - lengths
+    return np.insert(ids, starts, tag), lengths + 1
+
+
 def binarize_split(
-    tokenizer: Tokenizer, name: str, src_path: Path, tgt_path: Path, out: Path,
-    f: FilterConfig | None, threads: int, chunk_size: int, progress: ProgressFn,
+    tokenizer: Tokenizer, name: str, parts: list[Part], out: Path,
+    f: FilterConfig | None, threads: int, chunk_size: int, progress: ProgressFn, vocab_size: int | None = None,
 ) -> tuple[SplitReport, dict[str, Any]]:
-    """Stream one split into `out/{name}.bin.partial` and `.idx.partial`; return its report and meta.
+    """Stream one split, the pairs of each of `parts` in turn, into `out/{name}.bin.partial` and `.idx.partial`;
+    return its report and meta. `vocab_size`: the store's (the tokenizer's and the tags'; default the tokenizer's).
 
     Memory is bounded by the chunk (its text, its ids as numpy arrays) plus the dedup hashes
-    (8 bytes per kept training pair); the index goes to disk as it is made.
+    (8 bytes per kept training pair); the index goes to disk as it is made. The filters see the pairs without
+    their tags.
     """
-    code = dtype_code(tokenizer.vocab_size)
-    dtype = DTYPES[code]
+    code = dtype_code(vocab_size or tokenizer.vocab_size)
     report = SplitReport(filtered=f is not None)
-    seen = HashSet() if f is not None and f.dedup else None
-    task = f"prepare {name}"
     index = _IndexWriter(out, name, code)
+    counts: list[dict[str, Any]] = []
     try:
         with open(out / f"{name}.bin{PARTIAL}", "wb") as bin_file:
-            for src, tgt in _chunks(_read_pairs(src_path, tgt_path), chunk_size):
-                src_ids, s_len = _encode(tokenizer, src, "source", threads, dtype)
-                tgt_ids, t_len = _encode(tokenizer, tgt, "target", threads, dtype)
-                hashes = None if seen is None else functools.partial(pair_hashes, src, tgt)
-                keep = np.flatnonzero(_filter(s_len, t_len, hashes, seen, f, report))
-                del src, tgt, hashes  # the text is no longer needed; free it before reading on
-                bin_file.write(interleave_pairs(src_ids, s_len, tgt_ids, t_len, keep).tobytes())
-                index.append(s_len[keep], t_len[keep])
-                del src_ids, tgt_ids
-                progress(Progress(task=task, done=report.read, unit="pairs", info={"kept": report.kept}))
+            for part in parts:
+                seen = HashSet() if f is not None and f.dedup else None  # duplicates within a language pair
+                own = _binarize_part(tokenizer, name, part, bin_file, index, f, seen, threads, chunk_size, progress)
+                counts.append({"pair": part.pair, "pairs": own.kept, "report": asdict(own)})
+                for key, value in asdict(own).items():
+                    if key != "filtered":
+                        setattr(report, key, getattr(report, key) + value)
             bin_file.flush()
             os.fsync(bin_file.fileno())
-        if report.read == 0:
-            raise InputError(f"{src_path} and {tgt_path} are empty; give a non-empty {name} corpus")
-        if report.kept == 0:
-            if f is None:
-                raise InputError(f"{src_path}, {tgt_path}: every {name} pair has a blank side")
-            raise InputError(_explain_nothing_kept(name, report, f))
         index.finish()
     finally:
         index.close()
-    progress(Progress(task=task, done=report.read, total=report.read, unit="pairs",
+    progress(Progress(task=f"prepare {name}", done=report.read, total=report.read, unit="pairs",
                       message=f"{name}: kept {report.kept} of {report.read} pairs"))
     meta = {
         "pairs": report.kept,
         "tokens": index.src_tokens + index.tgt_tokens,
         "src_tokens": index.src_tokens,
         "tgt_tokens": index.tgt_tokens,
-        "sources": [str(src_path), str(tgt_path)],
+        "sources": [str(path) for part in parts for path in (part.src_path, part.tgt_path)],
         "report": asdict(report),
     }
+    if len(parts) > 1 or parts[0].pair:
+        meta["parts"] = counts  # in the order of the pairs in the files
     return report, meta
+
+
+def _binarize_part(tokenizer: Tokenizer, name: str, part: Part, bin_file: IO[bytes], index: _IndexWriter,
+                   f: FilterConfig | None, seen: HashSet | None, threads: int, chunk_size: int,
+                   progress: ProgressFn) -> SplitReport:
+    """Append the kept pairs of one part's files to the split's files; its own report."""
+    dtype = DTYPES[index.code]
+    report = SplitReport(filtered=f is not None)
+    task = f"prepare {name}" + (f" {part.pair}" if part.pair else "")
+    for src, tgt in _chunks(_read_pairs(part.src_path, part.tgt_path), chunk_size):
+        src_ids, s_len = _encode(tokenizer, src, "source", threads, dtype)
+        tgt_ids, t_len = _encode(tokenizer, tgt, "target", threads, dtype)
+        hashes = None if seen is None else functools.partial(pair_hashes, src, tgt)
+        keep = np.flatnonzero(_filter(s_len, t_len, hashes, seen, f, report))
+        del src, tgt, hashes  # the text is no longer needed; free it before reading on
+        src_ids, s_len = with_tag(src_ids, s_len, part.tag)
+        bin_file.write(interleave_pairs(src_ids, s_len, tgt_ids, t_len, keep).tobytes())
+        index.append(s_len[keep], t_len[keep])
+        del src_ids, tgt_ids
+        progress(Progress(task=task, done=report.read, unit="pairs", info={"kept": report.kept}))
+    if report.read == 0:
+        raise InputError(f"{part.src_path} and {part.tgt_path} are empty; give a non-empty {name} corpus")
+    if report.kept == 0:
+        if f is None:
+            raise InputError(f"{part.src_path}, {part.tgt_path}: every {name} pair has a blank side")
+        raise InputError(_explain_nothing_kept(name, report, f))
+    return report

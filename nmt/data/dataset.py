@@ -22,7 +22,8 @@ import contextlib
 import json
 import os
 import shutil
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -31,7 +32,7 @@ import numpy as np
 from nmt.config import INT_MAX, FilterConfig, check_range
 from nmt.core.errors import ConfigError, DataError, InputError
 from nmt.core.files import atomic_write, check_output_dir, folder_lock, resolve_prefixed
-from nmt.core.identity import DataIdentity, legacy_identity
+from nmt.core.identity import LANGUAGE, DataIdentity, legacy_identity
 from nmt.core.progress import ProgressFn, ignore
 from nmt.data.binarize import (
     DTYPES,
@@ -39,6 +40,7 @@ from nmt.data.binarize import (
     IDX_HEADER,
     IDX_MAGIC,
     PARTIAL,
+    Part,
     SplitReport,
     binarize_split,
     dtype_code,
@@ -101,16 +103,65 @@ def _swap_in(staging: Path, out: Path) -> None:
     staging.rmdir()
 
 
-def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths: dict[str, tuple[Path, Path]],
+@dataclass(frozen=True)
+class Languages:
+    """The languages of a store: its pairs in order, and the id of each target's tag (none for one target)."""
+
+    pairs: tuple[tuple[str, str], ...]
+    tags: dict[str, int]
+
+    @property
+    def multilingual(self) -> bool:
+        return len(self.pairs) > 1
+
+    def sides(self) -> tuple[str, str]:
+        """meta.json's src and tgt: each side's codes joined with "+" (en, de+fr+cs)."""
+        return tuple("+".join(dict.fromkeys(p[i] for p in self.pairs)) for i in (0, 1))  # type: ignore[return-value]
+
+
+def languages_of(src: Optional[str], tgt: Optional[str], pairs: Sequence[str | tuple[str, str]],
+                 vocab_size: int) -> Languages:
+    """--src/--tgt, or the --pair values (SRC-TGT), checked; the tags of several targets take the ids after the
+    tokenizer's `vocab_size`, in the order of the targets."""
+    if pairs and (src is not None or tgt is not None):
+        raise ConfigError("give the languages either as `src` and `tgt` or as `pair` SRC-TGT (repeated), not both")
+    if not pairs:
+        if src is None or tgt is None:
+            raise ConfigError("name the languages: `src` en `tgt` de, or `pair` en-de (repeat `pair` for a "
+                              "multilingual model)")
+        if src == tgt:
+            raise ConfigError(f"`src` and `tgt` are both {src!r}; give two different language suffixes")
+        return Languages(((src, tgt),), {})
+    found: list[tuple[str, str]] = []
+    for given in pairs:
+        pair = tuple(given.split("-", 1)) if isinstance(given, str) else tuple(given)
+        if len(pair) != 2 or not all(LANGUAGE.fullmatch(code) for code in pair) or pair[0] == pair[1]:
+            raise ConfigError(f"`pair` {given!r:.40} is not SRC-TGT with two lower-case language codes (en-de); "
+                              "the codes are the files' suffixes")
+        if pair in found:
+            raise ConfigError(f"`pair` {'-'.join(pair)} is given twice")
+        found.append((pair[0], pair[1]))
+    targets = list(dict.fromkeys(t for _, t in found))
+    tags = {t: vocab_size + i for i, t in enumerate(targets)} if len(targets) > 1 else {}
+    return Languages(tuple(found), tags)
+
+
+def _parts(prefix: str | Path, langs: Languages) -> list[Part]:
+    """The files of one split, a Part per pair (each plain or compressed)."""
+    return [Part(*_split_paths(prefix, s, t), f"{s}-{t}" if langs.multilingual else "", langs.tags.get(t))
+            for s, t in langs.pairs]
+
+
+def _write_store(staging: Path, tokenizer: Tokenizer, langs: Languages, parts: dict[str, list[Part]],
                  filters: FilterConfig, threads: int, chunk_size: int, progress: ProgressFn) -> dict[str, SplitReport]:
     """Binarize every split into `staging`, then the tokenizer's files, report.json and meta.json."""
     reports: dict[str, SplitReport] = {}
     split_meta: dict[str, dict[str, Any]] = {}
-    for name, (src_path, tgt_path) in paths.items():
+    vocab_size = tokenizer.vocab_size + len(langs.tags)
+    for name, split_parts in parts.items():
         f = filters if name == "train" else None
         reports[name], split_meta[name] = binarize_split(
-            tokenizer, name, src_path, tgt_path, staging, f, threads, chunk_size, progress
-        )
+            tokenizer, name, split_parts, staging, f, threads, chunk_size, progress, vocab_size)
         for ext in ("bin", "idx"):
             os.replace(staging / f"{name}.{ext}{PARTIAL}", staging / f"{name}.{ext}")
     record = save_files(tokenizer.to_data(), staging)
@@ -118,13 +169,15 @@ def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths:
     with atomic_write(staging / "report.json", "w") as fh:
         json.dump(report, fh, indent=2)
         fh.write("\n")
+    src, tgt = langs.sides()
     meta = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "src": src,
         "tgt": tgt,
-        "vocab_size": tokenizer.vocab_size,
-        "dtype": DTYPES[dtype_code(tokenizer.vocab_size)].name,
+        **({"pairs": [list(p) for p in langs.pairs], "tags": langs.tags} if langs.multilingual else {}),
+        "vocab_size": vocab_size,
+        "dtype": DTYPES[dtype_code(vocab_size)].name,
         "tokenizer": record,  # kind, files, sha256
         # youtokentome: the key an nmt before SentencePiece reads (it still can read such a store)
         **legacy_identity(record["kind"], record["sha256"]),
@@ -140,8 +193,8 @@ def _write_store(staging: Path, tokenizer: Tokenizer, src: str, tgt: str, paths:
 def prepare(
     bpe_model: str | Path | Tokenizer,
     out: Path,
-    src: str,
-    tgt: str,
+    src: Optional[str],
+    tgt: Optional[str],
     train: str | Path,
     valid: str | Path | None = None,
     test: str | Path | None = None,
@@ -149,30 +202,35 @@ def prepare(
     threads: int = -1,
     chunk_size: int = 100_000,
     progress: ProgressFn = ignore,
+    pairs: Sequence[str | tuple[str, str]] = (),
 ) -> dict[str, SplitReport]:
     """Binarize `{prefix}.{src}` / `{prefix}.{tgt}` for each given split into `out/`, encoded with `bpe_model`:
     a model file from `nmt bpe` (youtokentome or SentencePiece) or a loaded `Tokenizer`.
+
+    `pairs` (instead of `src` and `tgt`): several language pairs ("en-de" or ("en", "de")), each split holding
+    every pair's files in turn; with several target languages each source begins with its target's tag (ids
+    after the tokenizer's: meta.json's "tags").
 
     Filters apply to train only; valid/test keep every non-empty pair. The new store is written in a
     staging folder inside `out/` and replaces an earlier store only once it is complete, so a bad input
     or a crash leaves the earlier store as it was. The folder is locked against a second `nmt prepare`.
     """
     filters.validate()
-    if src == tgt:
-        raise ConfigError(f"`src` and `tgt` are both {src!r}; give two different language suffixes")
     check_range("`chunk_size`", chunk_size, 1, INT_MAX)
     out = Path(out)
     check_output_dir(out, "`out`")
+    languages_of(src, tgt, pairs, 0)  # the languages' errors before the tokenizer loads
     tokenizer = from_file(bpe_model) if isinstance(bpe_model, (str, Path)) else bpe_model
+    langs = languages_of(src, tgt, pairs, tokenizer.vocab_size)
     splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
-    paths = {name: _split_paths(prefix, src, tgt) for name, prefix in splits.items()}  # fail early
+    parts = {name: _parts(prefix, langs) for name, prefix in splits.items()}  # fail early
 
     with folder_lock(out):
         _remove_leftovers(out)
         staging = out / _STAGING
         staging.mkdir()
         try:
-            reports = _write_store(staging, tokenizer, src, tgt, paths, filters, threads, chunk_size, progress)
+            reports = _write_store(staging, tokenizer, langs, parts, filters, threads, chunk_size, progress)
             _swap_in(staging, out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # after an error; after success it is gone already
@@ -265,8 +323,9 @@ def data_identity(data_dir: Path) -> DataIdentity:
     meta = load_meta(data_dir)
     record = _tokenizer_record(Path(data_dir), meta)
     tokenizer = identity_of(record["kind"], record["sha256"]) if record else {"bpe_sha256": meta["bpe_sha256"]}
-    return DataIdentity.from_dict({"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"],
-                                   **tokenizer}, str(Path(data_dir) / "meta.json"))
+    record_of: dict[str, Any] = {"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"], **tokenizer}
+    record_of.update({key: meta[key] for key in ("pairs", "tags") if key in meta})
+    return DataIdentity.from_dict(record_of, str(Path(data_dir) / "meta.json"))
 
 
 class ParallelDataset:
@@ -300,6 +359,17 @@ class ParallelDataset:
         self.tgt_lengths: np.ndarray = idx[20 * n : 24 * n].view("<i4")
         self.tokens: np.ndarray = tokens  # flat ids, uint16 or uint32
         self._check_consistent(info)
+        self.parts: list[tuple[str, int]] = self._read_parts(info)
+
+    def _read_parts(self, info: dict[str, Any]) -> list[tuple[str, int]]:
+        """(SRC-TGT, pairs) of each language pair, in the order of the files ([] for a store of one pair)."""
+        parts = info.get("parts", [])
+        if not (isinstance(parts, list) and all(isinstance(p, dict) and isinstance(p.get("pair"), str)
+                                                and isinstance(p.get("pairs"), int) and p["pairs"] >= 0
+                                                for p in parts)
+                and (not parts or sum(p["pairs"] for p in parts) == len(self))):
+            raise _corrupt(self.directory, f"meta.json's parts of {self.split} do not add up to its pairs")
+        return [(p["pair"], p["pairs"]) for p in parts]
 
     def _read_header(self, info: dict[str, Any]) -> tuple[int, int]:
         """Validate the idx header and both file sizes against meta.json; return (count, dtype code)."""

@@ -62,6 +62,7 @@ class Resegmenter:
         check_sampling(tokenizer, dropout)
         self.data, self.tokenizer, self.dropout, self.seed, self.max_len = data, tokenizer, dropout, seed, max_len
         self._texts: Optional[tuple[list[str], list[str]]] = None
+        self._tags: list[list[int]] = []  # each source's target-language tag ([] or [id]): kept, never resampled
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nmt-resegment")
         self._ahead: dict[int, concurrent.futures.Future[Segmentation]] = {}
 
@@ -70,7 +71,10 @@ class Resegmenter:
         if self._texts is None:
             n = len(self.data)
             pairs = [self.data[i] for i in range(n)]
-            self._texts = (self.tokenizer.decode([s.tolist() for s, _ in pairs], side="source"),
+            size = self.tokenizer.vocab_size  # a store's tags take the ids after the tokenizer's
+            self._tags = [[int(s[0])] if len(s) and s[0] >= size else [] for s, _ in pairs]
+            self._texts = (self.tokenizer.decode([s[len(tag):].tolist() for (s, _), tag in zip(pairs, self._tags)],
+                                                 side="source"),
                            self.tokenizer.decode([t.tolist() for _, t in pairs], side="target"))
         return self._texts
 
@@ -103,6 +107,9 @@ class Resegmenter:
             src += self.tokenizer.encode(src_text[start:end], "source", dropout=self.dropout, seed=(*seed, 0))
             tgt += self.tokenizer.encode(tgt_text[start:end], "target", dropout=self.dropout, seed=(*seed, 1))
         fallbacks = 0
+        for i, tag in enumerate(self._tags):
+            if tag and src[i]:
+                src[i] = tag + src[i]
         for i in range(n):
             if len(src[i]) > self.max_len or len(tgt[i]) > self.max_len or not src[i] or not tgt[i]:
                 stored = self.data[i]

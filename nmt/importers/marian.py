@@ -1,6 +1,6 @@
 """Import a Hugging Face Marian folder (an OPUS-MT model of Helsinki-NLP) as a self-contained nmt checkpoint.
 
-The folder, as `huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir DIR` leaves it:
+The folder, as `hf download Helsinki-NLP/opus-mt-en-de FILES... --local-dir DIR` leaves it (`get_one`):
 
     config.json               the architecture (model_type "marian") and the special ids
     model.safetensors         the weights (or pytorch_model.bin: older folders)
@@ -30,10 +30,17 @@ Neither is ever generated (nmt's search never emits them), and the lowered bias 
 softmax's normaliser: the log-probabilities are those of Marian, and of transformers' generate with the
 `bad_words_ids` and `renormalize_logits` that OPUS-MT's generation configs set (its pad logit, often the
 largest, leaves the softmax).
+
+A multilingual model (opus-mt-en-ROMANCE, opus-mt-en-mul, ...) has OPUS-MT's target-language pieces in
+vocab.json (`>>fra<<`, as transformers' MarianTokenizer finds them: `>>...<<`), one of which begins every source:
+it imports as a model of the directions (src, t) for each such target t, whose tag is the piece's nmt id
+(`nmt.core.identity.multilingual`). The embeddings must be one table (nmt's model ties the source's, the
+target's and the output's): separate ones are refused, whatever config.json's flags say.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -42,26 +49,38 @@ from typing import Any, Optional
 
 import torch
 
-from nmt.config import MAX_BEAM, MAX_LENPEN, ModelConfig, Overrides, SearchConfig, TrainConfig, named_as_fields
+from nmt.config import ModelConfig, Overrides, TrainConfig, named_as_fields
 from nmt.core.errors import ConfigError, InputError, one_line
-from nmt.core.identity import DataIdentity
+from nmt.core.identity import DataIdentity, multilingual
 from nmt.core.vocab import BOS, EOS, PAD, UNK
-from nmt.importers.hf_folder import float_value, int_value, parse_json, read_bounded, shown
+from nmt.importers.hf_folder import (
+    TARGET_LANGUAGE_TOKEN,
+    find_languages,
+    find_source,
+    find_targets,
+    float_value,
+    get_one,
+    int_value,
+    not_a_folder,
+    parse_json,
+    read_bounded,
+    search_defaults,
+    shown,
+)
 from nmt.model.checkpoint import Checkpoint, load_failure
 from nmt.model.transformer import NEVER_GENERATED_BIAS, Transformer
 from nmt.text.tokenizer import SENTENCEPIECE, digest, load_tokenizer
 
 KIND = "marian"
-GET_ONE = ("download one with `huggingface-cli download Helsinki-NLP/opus-mt-en-de --local-dir opus-mt-en-de` "
-           "(or git clone https://huggingface.co/Helsinki-NLP/opus-mt-en-de)")
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")  # as transformers saves them; the first is read
 FOLDER_FILES = ("config.json", *WEIGHT_FILES, "source.spm", "target.spm", "vocab.json", "tokenizer_config.json",
                 "generation_config.json")  # all that an import may read
+# What `get_one` downloads: all that an import reads, of the weights model.safetensors only (a folder may hold
+# the same weights three times more: pytorch_model.bin, tf_model.h5, rust_model.ot); `no weights` asks for
+# pytorch_model.bin where a model has no model.safetensors.
+DOWNLOADED = tuple(name for name in FOLDER_FILES if name != "pytorch_model.bin")
+FAMILY = "Helsinki-NLP/opus-mt-SRC-TGT"  # OPUS-MT's models on the Hub (`get_one`)
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}  # transformers' name -> nmt's
-# A language code, lower-cased (ISO 639 en, eng; with subtags: pt-br, zh_hant; OPUS-MT's groups: mul, gmw).
-LANGUAGE = re.compile(r"[a-z]{2,8}(?:[-_][a-z0-9]{1,8}){0,3}")
-TARGET_LANGUAGE_TOKEN = re.compile(r"^>>.+<<$")
-FOLDER_LANGUAGES = re.compile(r"(?:^|[-_])([a-z]{2,3})-([a-z]{2,3})$")  # opus-mt-en-de, opus-mt-tc-big-en-fr
 # What a file of the folder may hold: OPUS-MT's configs are a few kB, vocab.json about 1 MB (65,000 pieces),
 # each .spm about 800 kB; a file beyond is refused before it is read (and a size before it is allocated).
 MAX_BYTES = {"vocab.json": 16 << 20, "source.spm": 16 << 20, "target.spm": 16 << 20}
@@ -79,6 +98,7 @@ DECODER_PARTS = {**{k: v for k, v in ENCODER_PARTS.items() if k != "self_attn_la
                  "encoder_attn_layer_norm": "cross_block.norm"}
 # The names the shared embedding table goes by (transformers saves the tied ones once or several times).
 EMBEDDINGS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
+FLAGS = ("share_encoder_decoder_embeddings", "tie_word_embeddings")  # false: the tables above may differ
 IGNORED = re.compile(r"^(encoder|decoder)\.embed_positions\.weight$")  # sinusoids, recomputed
 
 # Fine-tuning defaults stored with an imported model (`nmt train --init-from` starts from them; options win).
@@ -106,15 +126,20 @@ def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[s
     the languages (default: tokenizer_config.json's, else the folder's name, opus-mt-SRC-TGT)."""
     folder = Path(folder)
     if not folder.is_dir():
-        what = "not a folder" if folder.exists() else "no such folder"
-        raise InputError(f"{folder}: {what}; `nmt import marian` reads a model's folder: {GET_ONE}")
+        raise InputError(not_a_folder(folder, DOWNLOADED, FAMILY, "nmt import marian"))
     config_path = folder / "config.json"
     config = read_json(config_path)
     check_marian(config, config_path)
     tok_config = read_json(folder / "tokenizer_config.json", required=False)
     notes: list[str] = []
-    languages = find_languages(folder, tok_config, src, tgt, notes)
     vocab = read_vocab(folder, tok_config)
+    tag_pieces = [p for p, _ in sorted(vocab.items(), key=lambda item: item[1]) if TARGET_LANGUAGE_TOKEN.match(p)]
+    if tag_pieces:
+        source = find_source(folder, tok_config, src, tgt, notes)
+        targets = find_targets(tag_pieces, source, folder / "vocab.json", notes)
+        languages = (source, "+".join(targets))
+    else:
+        languages = find_languages(folder, tok_config, src, tgt, notes)
     size = int_value(config, "vocab_size", config_path)
     if len(vocab) != size:
         raise InputError(f"{folder / 'vocab.json'}: {len(vocab)} pieces, but config.json's vocab_size is {size}; "
@@ -123,12 +148,19 @@ def import_marian(folder: Path | str, src: Optional[str] = None, tgt: Optional[s
     rows = nmt_rows(size, specials)
     table = pieces(vocab, rows)
     model_cfg = model_config(config, config_path, len(rows))
-    weights_file, marian = read_weights(folder)
+    weights_file, marian = read_weights(folder, get_one(folder, ("pytorch_model.bin",), FAMILY))
     check_sizes(model_cfg, marian, weights_file, config_path)
-    weights = nmt_weights(marian, model_cfg, rows, weights_file, config_path)
+    if embedding_table(marian, weights_file, config, config_path)[1] is not None:  # an lm_head of its own
+        model_cfg = dataclasses.replace(model_cfg, tied_output=False)
+    weights = nmt_weights(marian, model_cfg, rows, weights_file, config_path, config)
     tokenizer = spm_tokenizer_data(folder, table)
-    search = search_defaults(folder, config, specials, notes)
+    generation = read_json(folder / "generation_config.json", required=False)
+    search = search_defaults(config, generation, folder, specials["pad"], notes)
     data = DataIdentity(*languages, len(rows), SENTENCEPIECE, digest(tokenizer))
+    if tag_pieces:
+        ids = {piece: i for i, piece in enumerate(table)}
+        pairs = [[languages[0], t] for t in targets]
+        data = multilingual(data, pairs, {t: ids[piece] for t, piece in targets.items()}, str(folder / "vocab.json"))
     ckpt = Checkpoint(model_cfg, fine_tuning_config(model_cfg), data, tokenizer, weights, search=search)
     ckpt.build_model(weights_file)  # the weights fit the architecture
     return Imported(ckpt, folder, weights_file, notes)
@@ -138,7 +170,9 @@ def describe(imported: Imported, out: Path) -> str:
     """One line on what was written."""
     cfg, ckpt = imported.checkpoint.model_config, imported.checkpoint
     params = sum(t.numel() for name, t in ckpt.weights.items() if name != "output_bias")
-    return (f"imported {imported.folder} ({ckpt.data.direction}, {cfg.encoder_layers}+{cfg.decoder_layers} layers, "
+    data = ckpt.data
+    direction = f"{data.src} into {len(data.targets)} languages" if data.tags else data.direction
+    return (f"imported {imported.folder} ({direction}, {cfg.encoder_layers}+{cfg.decoder_layers} layers, "
             f"d_model {cfg.d_model}, {cfg.activation}, {params / 1e6:.1f}M parameters, {cfg.vocab_size:,} tokens) "
             f"into {out}")
 
@@ -152,7 +186,7 @@ def read_json(path: Path, required: bool = True) -> dict[str, Any]:
         if not required:
             return {}
         raise InputError(f"{path}: no such file; a Marian (OPUS-MT) folder has config.json, the weights, "
-                         f"source.spm, target.spm and vocab.json: {GET_ONE}")
+                         f"source.spm, target.spm and vocab.json: {get_one(path.parent, DOWNLOADED, FAMILY)}")
     return parse_json(path, MAX_BYTES.get(path.name, MAX_CONFIG_BYTES))
 
 
@@ -161,10 +195,9 @@ def check_marian(config: dict[str, Any], path: Path) -> None:
     if model_type != "marian":
         what = f"a {shown(model_type)} model" if model_type else "a config without model_type"
         raise InputError(f"{path}: {what}, not Marian; `nmt import marian` reads Marian (OPUS-MT) models only")
-    for key in ("share_encoder_decoder_embeddings", "tie_word_embeddings"):
-        if config.get(key, True) is not True:
-            raise InputError(f"{path}: {key} is false: a Marian model with separate embedding tables, which "
-                             "nmt (one table for both sides and the output) cannot import yet")
+    for key in FLAGS:
+        if not isinstance(config.get(key, True), bool):
+            raise InputError(f"{path}: {key} is {shown(config[key])}, not true or false; download the folder again")
     vocab, decoder_vocab = int_value(config, "vocab_size", path, low=1), config.get("decoder_vocab_size")
     if decoder_vocab is not None and decoder_vocab != vocab:
         raise InputError(f"{path}: decoder_vocab_size {shown(decoder_vocab)} differs from vocab_size {shown(vocab)}: "
@@ -176,7 +209,8 @@ def read_vocab(folder: Path, tok_config: dict[str, Any]) -> dict[str, int]:
     for name in ("source.spm", "target.spm"):
         if not (folder / name).is_file():
             raise InputError(f"{folder / name}: no such file; nmt imports Marian models whose tokenizer is "
-                             f"SentencePiece (source.spm and target.spm), as OPUS-MT's are: {GET_ONE}")
+                             f"SentencePiece (source.spm and target.spm), as OPUS-MT's are: "
+                             f"{get_one(folder, DOWNLOADED, FAMILY)}")
     if tok_config.get("separate_vocabs") or (folder / "target_vocab.json").is_file():
         raise InputError(f"{folder / 'target_vocab.json'}: separate source and target vocabularies "
                          "(separate_vocabs), which nmt cannot import yet")
@@ -186,10 +220,6 @@ def read_vocab(folder: Path, tok_config: dict[str, Any]) -> dict[str, int]:
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids) or sorted(ids) != list(range(len(ids))):
         raise InputError(f"{path}: not a table of pieces to the ids 0..{len(ids) - 1}, each once; download the "
                          "folder again")
-    codes = [p for p in vocab if TARGET_LANGUAGE_TOKEN.match(p)]
-    if codes:
-        raise InputError(f"{path}: a multilingual model whose target language is chosen by a token such as "
-                         f"{codes[0]}; nmt cannot import those yet: import a model with one target language")
     return vocab
 
 
@@ -265,12 +295,13 @@ def fine_tuning_config(model_cfg: ModelConfig) -> TrainConfig:
     return Overrides(TrainConfig, {**FINE_TUNING, "lr_factor": round(factor, 6)}).apply()
 
 
-def read_weights(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
-    """The weights, by their transformers names without the "model." prefix, as float32 tensors."""
+def read_weights(folder: Path, how: str) -> tuple[Path, dict[str, torch.Tensor]]:
+    """A folder's weights (`WEIGHT_FILES`, the first there), by their transformers names without the "model."
+    prefix, as finite float32 tensors; `how`: how to download them, for the message where there are none."""
     found = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
     if not found:
         raise InputError(f"{folder}: no model weights ({' or '.join(WEIGHT_FILES)}); nmt reads the PyTorch or "
-                         f"safetensors weights: {GET_ONE}")
+                         f"safetensors weights: {how}")
     path = found[0]
     if path.suffix != ".safetensors":
         return read_weights_file(path)
@@ -342,28 +373,54 @@ def marian_name(nmt_name: str) -> Optional[str]:
     return None if theirs is None else f"{stack}.layers.{index}.{theirs}.{param}"
 
 
+def embedding_table(marian: dict[str, torch.Tensor], path: Path, config: dict[str, Any],
+                    config_path: Path) -> tuple[torch.Tensor, Optional[torch.Tensor], list[str]]:
+    """The input table of nmt's model (the source's and the target's embeddings), the output projection where it
+    is not that table (None: tied), and the names they have in the weights. transformers takes the source's and
+    the target's from `shared`, or with share_encoder_decoder_embeddings false from `encoder.embed_tokens` and
+    `decoder.embed_tokens`, and the output's from the target's, or with tie_word_embeddings false from `lm_head`
+    (OPUS-MT's tc-big models): the input tables that the weights hold must be one table, and those the flags name
+    must be there (transformers would start them at random)."""
+    embeddings = [name for name in EMBEDDINGS if name in marian]
+    if not embeddings or embeddings == [EMBEDDINGS[3]]:
+        raise InputError(f"{path}: no embedding table ({', '.join(EMBEDDINGS[:3])}); not the weights of a Marian "
+                         "model")
+    for key, names in zip(FLAGS, (EMBEDDINGS[1:3], EMBEDDINGS[3:])):
+        lacking = [name for name in names if config.get(key, True) is False and name not in marian]
+        if lacking:
+            raise InputError(f"{path}: lacks {lacking[0]}, which {config_path.name}'s {key} false asks for; "
+                             "download the folder again")
+    table = marian[embeddings[0]]
+    for name in embeddings[1:]:
+        if name != EMBEDDINGS[3] and not torch.equal(marian[name], table):
+            raise InputError(f"{path}: {name} differs from {embeddings[0]}: a source and a target embedding table "
+                             f"of their own ({FLAGS[0]} false), which nmt's model (one input table) cannot express")
+    head = marian.get(EMBEDDINGS[3])
+    untied = head is not None and not (head.shape == table.shape and torch.equal(head, table))
+    if untied and config.get(FLAGS[1], True) is not False:  # transformers ties them: it would not read this lm_head
+        raise InputError(f"{path}: {EMBEDDINGS[3]} differs from {embeddings[0]}, though tied by its config "
+                         f"({config_path.name} has no {FLAGS[1]} false); the folder mixes files of two models")
+    return table, head if untied else None, embeddings
+
+
 def nmt_weights(marian: dict[str, torch.Tensor], cfg: ModelConfig, rows: list[int], path: Path,
-                config_path: Path) -> dict[str, torch.Tensor]:
+                config_path: Path, config: dict[str, Any]) -> dict[str, torch.Tensor]:
     """nmt's state dict from Marian's weights: layers renamed, embedding rows and output bias renumbered."""
     with torch.device("meta"):  # the shapes only: nothing allocated before they match the weights on disk
         expected = Transformer(cfg).state_dict()
-    embeddings = [name for name in EMBEDDINGS if name in marian]
-    if not embeddings:
-        raise InputError(f"{path}: no embedding table ({', '.join(EMBEDDINGS)}); not the weights of a Marian model")
-    table = marian[embeddings[0]]
-    for name in embeddings[1:]:
-        if not torch.equal(marian[name], table):
-            raise InputError(f"{path}: {name} differs from {embeddings[0]}: untied embeddings, which nmt (one table "
-                             "for both sides and the output) cannot import yet")
+    table, head, embeddings = embedding_table(marian, path, config, config_path)
     size = len(rows) - 1  # nmt repeats the decoder-start row as BOS
-    if tuple(table.shape) != (size, cfg.d_model):
-        raise InputError(f"{path}: the embedding table is {tuple(table.shape)}, but {config_path} says "
-                         f"({size}, {cfg.d_model}); the folder mixes files of two models")
+    for name, matrix in (("the embedding table", table), ("lm_head", head)):
+        if matrix is not None and tuple(matrix.shape) != (size, cfg.d_model):
+            raise InputError(f"{path}: {name} is {tuple(matrix.shape)}, but {config_path} says "
+                             f"({size}, {cfg.d_model}); the folder mixes files of two models")
     index = torch.tensor(rows)
     bias = marian.get("final_logits_bias", torch.zeros(1, size)).reshape(-1)
     if bias.numel() != size:
         raise InputError(f"{path}: final_logits_bias has {bias.numel()} entries, the vocabulary {size}")
     out = {"embed.weight": table[index].clone(), "output_bias": bias[index].clone()}
+    if head is not None:
+        out["output_weight"] = head[index].clone()  # the untied output projection (cfg.tied_output false)
     out["output_bias"][[PAD, BOS]] += NEVER_GENERATED_BIAS
     used = set(embeddings) | {"final_logits_bias"}
     for name, like in expected.items():
@@ -402,62 +459,3 @@ def spm_tokenizer_data(folder: Path, table: list[str]) -> dict[str, Any]:
     return data
 
 
-def search_defaults(folder: Path, config: dict[str, Any], specials: dict[str, int],
-                    notes: list[str]) -> Overrides[SearchConfig]:
-    """generation_config.json's (else config.json's) beam, length penalty and length limit, as nmt's search
-    options: transformers divides a hypothesis' log-probability by len^length_penalty, len counting the
-    generated tokens with EOS (nmt's --lenpen-type power), and stops at max_length tokens with the decoder
-    start, forcing EOS on the last: nmt's limit max_length - 2 (+ EOS), whatever the source's length."""
-    path = folder / "generation_config.json"
-    generation = read_json(path, required=False)
-    where = path if generation else folder / "config.json"
-    settings = {**config, **generation}
-    values: dict[str, Any] = {"lenpen_type": "power", "lenpen": float_value(settings, "length_penalty", where, 1.0,
-                                                                            -MAX_LENPEN, MAX_LENPEN)}
-    if "num_beams" in settings:
-        values["beam"] = int_value(settings, "num_beams", where, low=1, high=MAX_BEAM)
-    if "max_length" in settings:
-        values.update(max_len_a=0.0, max_len_b=max(int_value(settings, "max_length", where) - 2, 1))
-    ignored = [key for key, off in (("no_repeat_ngram_size", 0), ("repetition_penalty", 1.0), ("min_length", 0),
-                                    ("do_sample", False)) if settings.get(key, off) not in (off, None)]
-    bad = settings.get("bad_words_ids")
-    if bad not in (None, [[specials["pad"]]]):
-        ignored.append("bad_words_ids (nmt never generates the pad piece; the others it does not ban)")
-    if ignored:
-        notes.append(f"note: {where.name} sets {', '.join(ignored)}, which nmt's search does not have; ignored")
-    try:
-        search = Overrides(SearchConfig, values)
-        search.apply()
-    except ConfigError as e:
-        raise InputError(f"{where}: {named_as_fields(str(e), SearchConfig)}") from None
-    return search
-
-
-def find_languages(folder: Path, tok_config: dict[str, Any], src: Optional[str], tgt: Optional[str],
-                   notes: list[str]) -> tuple[str, str]:
-    """--src/--tgt, else tokenizer_config.json's source_lang/target_lang, else the folder's name (opus-mt-en-de);
-    lower-cased (EN is en), each a language code (`LANGUAGE`), the two different."""
-    found = {"src": src, "tgt": tgt}
-    given = {key: f"`{key}`" for key, value in found.items() if value is not None}
-    for key, config_key in (("src", "source_lang"), ("tgt", "target_lang")):
-        if found[key] is None and isinstance(tok_config.get(config_key), str) and tok_config[config_key]:
-            found[key] = tok_config[config_key]
-            given[key] = f"{folder / 'tokenizer_config.json'}: {config_key}"
-    named = FOLDER_LANGUAGES.search(folder.resolve().name.lower())
-    from_name = (found["src"] is None or found["tgt"] is None) and named is not None
-    if named and from_name:
-        found = {"src": found["src"] or named.group(1), "tgt": found["tgt"] or named.group(2)}
-    if found["src"] is None or found["tgt"] is None:
-        raise InputError(f"{folder}: the languages are not recorded (tokenizer_config.json has no source_lang and "
-                         "target_lang); give them: `src` en `tgt` de")
-    src, tgt = found["src"].lower(), found["tgt"].lower()
-    for key, value in (("src", src), ("tgt", tgt)):
-        if not LANGUAGE.fullmatch(value):
-            raise InputError(f"{given.get(key, folder)} {shown(found[key])}: not a language code (such as en, eng or "
-                             f"pt-br); give `{key}`")
-    if src == tgt:
-        raise InputError(f"`src` and `tgt` are both {src!r}: a model translates between two languages; give them: "
-                         "`src` en `tgt` de")
-    if from_name:
-        notes.append(f"note: languages {src}-{tgt} taken from the folder's name; give `src` and `tgt` to set them")
-    return src, tgt

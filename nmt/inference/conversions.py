@@ -55,6 +55,7 @@ def converted(model_path: Path, progress: ProgressFn = ignore, sha256: Optional[
     root = cache_folder(FOLDER)
     entry = root / sha256
     remove_dead_leftovers(root, sha256)  # folders of conversions (or removals) that were killed
+    remove_dead_leftovers(entry, STAMP, ".tmp")  # the stamp's temporary file, of a use killed while writing it
     if problem(entry, sha256) is None:
         return entry
     with locked(root / f"{sha256}.lock", waiting_message(model_path, progress)):
@@ -64,10 +65,10 @@ def converted(model_path: Path, progress: ProgressFn = ignore, sha256: Optional[
         if entry.exists():
             progress(Progress("ctranslate2", message=f"warning: the cached conversion {entry} is damaged ({why}); "
                                                      "converting again"))
-            discard(entry)
         try:
+            discard(entry)
             export_ctranslate2(model_path, entry, quantization=QUANTIZATION, checkpoint_sha256=sha256)
-        except OutputError as e:  # written beside the entry: the cache's disk is full or read-only
+        except OutputError as e:  # removed or written beside the entry: the cache's disk is full or read-only
             raise OutputError(f"{e}; or set NMT_CACHE_DIR, or translate with {ref('engine')} torch") from None
         # said once it is done, so that a checkpoint that cannot be read is one line of error, and nothing else
         progress(Progress("ctranslate2", message=f"converted {model_path} for CTranslate2 (once) into {entry}"))
@@ -179,10 +180,17 @@ def write_stamp(entry: Path, stats: dict[str, list[int]]) -> None:
 
 
 def discard(entry: Path) -> None:
-    """Remove a cache entry: renamed aside first (at once), then deleted."""
+    """Remove a cache entry: renamed aside first (at once), then deleted. OutputError naming it when it cannot be
+    (a full or read-only cache)."""
     if not entry.exists():
         return
-    aside = Path(tempfile.mkdtemp(dir=entry.parent, prefix=owned_prefix(entry.name)))
-    with contextlib.suppress(FileNotFoundError):
-        os.replace(entry, aside / "entry")
-    shutil.rmtree(aside, ignore_errors=True)
+    aside: Optional[Path] = None
+    try:
+        aside = Path(tempfile.mkdtemp(dir=entry.parent, prefix=owned_prefix(entry.name)))
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(entry, aside / "entry")
+    except OSError as e:
+        raise OutputError(os_error_message(e, entry, "cannot remove the cached conversion")) from e
+    finally:
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)

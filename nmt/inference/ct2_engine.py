@@ -20,13 +20,21 @@ import torch
 
 from nmt.config import Overrides, SearchConfig
 from nmt.core.errors import ConfigError, InputError, ref
+from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.vocab import BOS, EOS, PAD
-from nmt.inference.ct2_export import SPECIAL_TOKENS, ctranslate2_vocabulary, read_meta, require_ctranslate2
+from nmt.inference.ct2_export import (
+    META_FILE,
+    SPECIAL_TOKENS,
+    ctranslate2_vocabulary,
+    read_meta,
+    require_ctranslate2,
+)
 from nmt.inference.decoding import OPTIONS
 from nmt.inference.heatmaps import EOS_LABEL, word_alignment
 from nmt.inference.search import Hypothesis, best_hypotheses, length_penalty, max_lengths
 from nmt.inference.translator import BatchTranslator
+from nmt.text.tags import with_tags
 from nmt.text.tokenizer import load_tokenizer, read_files
 
 # CTranslate2 stops a sentence as soon as its best beam ends when length_penalty is exactly 0; nmt (like
@@ -130,14 +138,15 @@ class CTranslate2Translator(BatchTranslator):
         self.search_cfg = self.check_search(search_cfg if isinstance(search_cfg, SearchConfig)
                                             else search_cfg.apply(defaults.apply()))
         try:
-            self.tokenizer = load_tokenizer(read_files(model_dir, meta.get("tokenizer")), str(model_dir))
+            tokenizer = load_tokenizer(read_files(model_dir, meta.get("tokenizer")), str(model_dir))
         except OSError as e:
             raise InputError(f"{model_dir}: cannot read the tokenizer ({e.strerror or e}); export the model "
                              "again") from None
+        self.data = DataIdentity.from_dict(meta.get("data"), str(model_dir / META_FILE))
+        self.tokenizer = with_tags(tokenizer, self.data)
         self.vocab = ctranslate2_vocabulary(self.tokenizer)
         self.ids = {tok: i for i, tok in enumerate(self.vocab)}
-        data = meta.get("data") or {}
-        self.languages = (str(data.get("src", "")), str(data.get("tgt", "")))
+        self.languages = (self.data.src, self.data.tgt)
         self.max_positions = int(meta["model_config"]["max_positions"])
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress

@@ -48,6 +48,7 @@ from nmt.core.errors import ConfigError, InputError, OutputError, one_line, ref
 from nmt.core.files import atomic_write, owned_prefix, remove_dead_leftovers
 from nmt.core.vocab import BOS, EOS, PAD, UNK
 from nmt.model import checkpoint
+from nmt.text.tags import with_tags
 from nmt.text.tokenizer import Tokenizer, load_tokenizer, save_files
 
 if TYPE_CHECKING:  # ctranslate2 is optional: imported where it is used
@@ -140,7 +141,7 @@ def build_spec(ckpt: checkpoint.Checkpoint, path: Path | str = "checkpoint") -> 
     """The checkpoint's model as a `ctranslate2.specs.TransformerSpec`, nmt's vocabulary registered on both sides."""
     model = ckpt.build_model(path)
     _check_exportable(model.cfg)
-    tokenizer = load_tokenizer(ckpt.tokenizer, str(path))
+    tokenizer = with_tags(load_tokenizer(ckpt.tokenizer, str(path)), ckpt.data)
     if tokenizer.vocab_size != model.cfg.vocab_size:
         raise InputError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
                          f"{model.cfg.vocab_size}; the checkpoint is inconsistent")
@@ -180,7 +181,7 @@ def _transformer_spec(model: Any) -> TransformerSpec:
         emb.weight = embed
         stack.scale_embeddings = cfg.scale_embeddings  # x * sqrt(d_model) (or x), then + positions
         stack.position_encodings.encodings = positions
-    spec.decoder.projection.weight = embed  # tied output projection
+    spec.decoder.projection.weight = embed if model.output_weight is None else _np(model.output_weight)
     if model.output_bias is not None:
         spec.decoder.projection.bias = _np(model.output_bias)
     if pre:
@@ -258,6 +259,7 @@ def export_ctranslate2(model_path: Path, out_dir: Path, quantization: Optional[s
     require_ctranslate2()
     _check_quantization(quantization)
     out_dir = Path(out_dir)
+    remove_dead_leftovers(out_dir.parent, out_dir.name)  # of killed exports to OUT: also when this one is refused
     _check_output_dir(out_dir, force)
     converter = ctranslate2_converter(model_path)
     try:

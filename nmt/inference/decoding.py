@@ -81,6 +81,14 @@ OPTIONS: tuple[Decoding, ...] = (
     Decoding("topp", torch=("sampling_probs",), ct2="sampling_topp", sampling_only=True),
     Decoding("temperature", torch=("sampling_probs",), ct2="sampling_temperature", sampling_only=True),
     Decoding("seed", torch=("sample_search",), ct2_engine="ctranslate2.set_random_seed when the engine loads"),
+    # CTranslate2 has early stopping only: without, torch searches (auto), or CTranslate2 with its rule (a note)
+    Decoding("early_stopping", torch=("beam_search", "finalize", "beam_done"),
+             ct2_engine="its beam search ends a line once beam hypotheses have ended",
+             differs=f"CTranslate2's beam search always stops early; {ref('early_stopping', off=True)} (transformers' "
+                     "rule, an imported model's default) runs on torch",
+             note=f"note: {ref('engine')} ctranslate2 ends a line's beam search once {ref('beam')} hypotheses have "
+                  f"ended ({ref('early_stopping')}), whatever {ref('early_stopping', off=True)} asks; "
+                  f"{ref('engine')} torch searches as transformers' generate does"),
 )
 
 REQUEST_OPTIONS = tuple(o for o in OPTIONS if o.request)  # what a server request may set, in this order

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Union
+from typing import Any, Optional, Protocol, Union
 
 import torch
 
@@ -28,6 +28,7 @@ from nmt.config import (
     overrides,
 )
 from nmt.core.errors import ConfigError, InputError, OutputError, ref
+from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.inference.conversions import converted, rebuild
 from nmt.inference.ct2_engine import CTranslate2Translator
@@ -67,6 +68,16 @@ class Engine(Protocol):
 
     def with_search(self, cfg: SearchConfig) -> Engine:
         """The same model with other search settings (cheap: nothing is loaded again)."""
+        ...
+
+    @property
+    def data(self) -> DataIdentity:
+        """The model's languages: its directions and (a multilingual model) the target-language tags."""
+        ...
+
+    def with_direction(self, src: Optional[str], tgt: Optional[str], where: str = "the model") -> Engine:
+        """The same model translating `src` into `tgt` (None: the model's only one; cheap: nothing is loaded
+        again); a one-line ConfigError naming `where` and the directions it knows for any other."""
         ...
 
     def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
@@ -189,7 +200,9 @@ def check_decoding(search_cfg: SearchConfig, options: InferenceConfig, progress:
     """Unsupported for a decoding option that CTranslate2 cannot search with (see nmt.inference.decoding), and
     under auto for one with which it searches otherwise than torch (--sampling); --engine ctranslate2 says
     so on `progress`."""
-    for option in changed(search_cfg):
+    beam = search_cfg.beam > 1 and not search_cfg.sampling  # early stopping is beam search's: greedy has none
+    asked = [o for o in changed(search_cfg) if beam or o.field != "early_stopping"]
+    for option in asked:
         if not option.ct2_can:
             raise Unsupported(f"{flag_of(SearchConfig, option.field)}: CTranslate2 has no such option")
         if option.differs and not explicit:
@@ -198,7 +211,7 @@ def check_decoding(search_cfg: SearchConfig, options: InferenceConfig, progress:
         raise ConfigError(f"{ref('inter_threads')} {options.inter_threads} with {ref('sampling')}: which replica "
                           f"draws a batch's samples changes from run to run, so {ref('seed')} would not give the "
                           f"same samples; use {ref('inter_threads')} 1")
-    for option in changed(search_cfg):  # never a silent difference between the engines
+    for option in asked:  # never a silent difference between the engines
         if option.differs and option.note:
             progress(Progress("engine", message=option.note))
 

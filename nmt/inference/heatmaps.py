@@ -17,6 +17,7 @@ from torch import Tensor
 
 from nmt.core.errors import InputError, ref
 from nmt.core.files import atomic_write
+from nmt.core.identity import TAG_PIECE
 from nmt.core.vocab import BOS, EOS
 
 if TYPE_CHECKING:
@@ -63,10 +64,11 @@ WORD_START = "\u2581"  # youtokentome's word-start mark, "▁"
 
 
 def word_of_each_piece(pieces: list[str]) -> list[int]:
-    """The word (0-based) each piece belongs to; a word starts at a "▁" piece. EOS gets -1."""
+    """The word (0-based) each piece belongs to; a word starts at a "▁" piece. EOS and a multilingual model's
+    target tag (the first piece, >>de<<) get -1: neither is a word of the text."""
     words, word = [], -1
-    for piece in pieces:
-        if piece == EOS_LABEL:
+    for i, piece in enumerate(pieces):
+        if piece == EOS_LABEL or (i == 0 and TAG_PIECE.fullmatch(piece)):
             words.append(-1)
             continue
         if piece.startswith(WORD_START) or word < 0:

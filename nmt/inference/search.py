@@ -11,6 +11,12 @@ by the length penalty counts the generated tokens including EOS; beam search kee
 finished hypotheses and ranks them by score (as CTranslate2 does, so that the two engines agree).
 Sentences whose search is over
 leave the batch, so the work shrinks as they finish.
+
+Beam search without early stopping (`SearchConfig.early_stopping` False, imported models' default) is
+transformers' generate with early_stopping=False, rule for rule: a sentence's search goes on while its best
+running beam, ended now, would score better than the worst of the K best finished hypotheses; those K best
+by score are kept (`keep_best`), not the K likeliest; and the EOS forced at the length limit scores 0, as
+transformers' ForcedEOSTokenLogitsProcessor sets it.
 """
 
 from __future__ import annotations
@@ -140,14 +146,15 @@ def top_totals_by_chunks(scores: Tensor, log_probs: Tensor, n: int, chunk: int) 
     return cand_scores, index.gather(1, pick)
 
 
-def restrict_tokens(log_probs: Tensor, at_limit: Tensor) -> Tensor:
-    """Never emit PAD or BOS; force EOS for sentences at their length limit. log_probs (B, K, V)"""
+def restrict_tokens(log_probs: Tensor, at_limit: Tensor, free_eos: bool = False) -> Tensor:
+    """Never emit PAD or BOS; force EOS for sentences at their length limit, with its log-probability (`free_eos`:
+    with 0, as transformers' forced EOS). log_probs (B, K, V)"""
     log_probs[:, :, PAD] = float("-inf")
     log_probs[:, :, BOS] = float("-inf")
     if at_limit.any():
         eos_lp = log_probs[at_limit, :, EOS].clone()
         log_probs[at_limit] = float("-inf")
-        log_probs[at_limit, :, EOS] = eos_lp
+        log_probs[at_limit, :, EOS] = 0.0 if free_eos else eos_lp
     return log_probs
 
 
@@ -155,7 +162,8 @@ def restrict_tokens(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 def beam_search(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_positions: int) -> list[list[Hypothesis]]:
     """Beam search of src (B, S); up to `cfg.nbest` hypotheses per sentence, best first.
 
-    A sentence's search ends when K hypotheses have ended in EOS (as in fairseq) or at its length limit.
+    A sentence's search ends at its length limit, or as `beam_done` says (`cfg.early_stopping`: once K hypotheses
+    have ended in EOS, as in fairseq).
     """
     B, K = src.size(0), cfg.beam
     device = src.device
@@ -170,23 +178,25 @@ def beam_search(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_posi
     history = src.new_zeros(B, K, 0)
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    kept = torch.full((B, K), float("-inf"), device=device)  # without early stopping: see keep_best
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     n_finished = torch.zeros(B, dtype=torch.long, device=device)  # per active sentence
     t = 0
     while rows.numel():
         b = rows.numel()
         at_limit = limits <= t  # (b,)
-        log_probs = restrict_tokens(model.step(tokens, state).view(b, width, -1), at_limit)
+        log_probs = restrict_tokens(model.step(tokens, state).view(b, width, -1), at_limit, not cfg.early_stopping)
         cand_scores, cand_beams, cand_tokens = beam_step(scores[:, :width], log_probs, 2 * K)  # (b, 2K)
         n_finished += finalize(finished, rows, history, cand_scores, cand_beams, cand_tokens, t, cfg)
+        if not cfg.early_stopping:
+            kept = keep_best(kept, cand_scores, cand_tokens, t, cfg)
         scores, beams, tokens = select_alive(cand_scores, cand_beams, cand_tokens, K)  # (b, K)
         history = torch.cat([history.gather(1, beams[:, :, None].expand(-1, -1, t)), tokens[:, :, None]], dim=2)
-        done = (n_finished >= K).logical_or_(at_limit).logical_or_(torch.isinf(scores).all(1))
-        keep = (~done).nonzero().flatten()  # (b',)
+        keep = (~beam_done(scores, n_finished, at_limit, kept[:, -1], t, cfg)).nonzero().flatten()  # (b',)
         shrink = keep.numel() < b
         if shrink:  # sentences leave the batch
-            rows, scores, history, beams, tokens, n_finished, limits = (
-                x[keep] for x in (rows, scores, history, beams, tokens, n_finished, limits))
+            rows, scores, history, beams, tokens, n_finished, limits, kept = (
+                x[keep] for x in (rows, scores, history, beams, tokens, n_finished, limits, kept))
             first_rows = first_rows[: keep.numel()]
         if width < K:  # after the shared first step: each kept sentence's row becomes its K beams
             state = (state.select(keep) if shrink else state).expand(K)
@@ -195,19 +205,48 @@ def beam_search(model: Decoder[StateT], src: Tensor, cfg: SearchConfig, max_posi
             state = state.select(((keep[:, None] * K if shrink else first_rows) + beams).flatten())
         tokens = tokens.flatten()
         t += 1
-    return [best_hypotheses(hyps, K, cfg.nbest) for hyps in finished]
+    return [best_hypotheses(hyps, K, cfg.nbest, cfg.early_stopping) for hyps in finished]
 
 
-def best_hypotheses(finished: list[Hypothesis], k: int, n: int) -> list[Hypothesis]:
-    """The n best of a sentence's finished hypotheses by score, among its k likeliest (by log-probability).
+def best_hypotheses(finished: list[Hypothesis], k: int, n: int, likeliest: bool = True) -> list[Hypothesis]:
+    """The n best of a sentence's finished hypotheses by score, among its k likeliest (by log-probability);
+    not `likeliest` (beam search without early stopping): the n best by score, as transformers keeps them.
 
     A search ends once k hypotheses have finished, but its last step may finish more: as CTranslate2 does,
     the k likeliest are kept and then ranked by their length-normalised scores. (For alpha >= 0 the best
     one is the same as if only the first k to finish were kept: a hypothesis left out has a same-length
     one of the last step that is at least as likely, so at least as good.)
     """
-    likeliest = sorted(finished, key=lambda h: -h.log_prob)[:k]
-    return sorted(likeliest, key=lambda h: -h.score)[:n]
+    if not likeliest:
+        return sorted(finished, key=lambda h: -h.score)[:n]
+    kept = sorted(finished, key=lambda h: -h.log_prob)[:k]
+    return sorted(kept, key=lambda h: -h.score)[:n]
+
+
+def beam_done(scores: Tensor, n_finished: Tensor, at_limit: Tensor, worst_kept: Tensor, t: int,
+              cfg: SearchConfig) -> Tensor:
+    """Which sentences' beam search is over after step t (b,): at the length limit; when no beam is alive;
+    with early stopping, once K hypotheses have ended (fairseq's rule, transformers' early_stopping=True);
+    without, once the best running beam, ended now at length t + 1, would score no better than `worst_kept`,
+    the K-th best score of the ended ones (-inf while fewer than K have ended): transformers' early_stopping=False,
+    under which a longer hypothesis may still win where the length penalty favours length.
+    scores (b, K): the running beams' log-probabilities, best first."""
+    done = at_limit | torch.isinf(scores).all(1)
+    if cfg.early_stopping:
+        return done | (n_finished >= scores.size(1))
+    # float32, as transformers divides: the same comparison to the last bit
+    bound = scores[:, 0] / length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type)
+    return done | ~(bound > worst_kept)
+
+
+def keep_best(kept: Tensor, cand_scores: Tensor, cand_tokens: Tensor, t: int, cfg: SearchConfig) -> Tensor:
+    """Without early stopping: each sentence's K best scores of ended hypotheses, best first (-inf where fewer
+    have ended), `kept` (b, K) with the EOS candidates of step t that rank within the top K (as `finalize`
+    takes them). cand_scores, cand_tokens (b, 2K) from `beam_step`."""
+    K = kept.size(1)
+    ended = (cand_tokens[:, :K] == EOS) & torch.isfinite(cand_scores[:, :K])
+    new = (cand_scores[:, :K] / length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type)).masked_fill(~ended, float("-inf"))
+    return torch.cat([kept, new], dim=1).topk(K, dim=1).values
 
 
 def finalize(finished: list[list[Hypothesis]], rows: Tensor, history: Tensor, cand_scores: Tensor,
@@ -227,9 +266,11 @@ def finalize(finished: list[list[Hypothesis]], rows: Tensor, history: Tensor, ca
     i, j = idx[:, 0], idx[:, 1]
     penalty = length_penalty(t + 1, cfg.lenpen, cfg.lenpen_type)
     sentences, log_probs = rows[i].tolist(), cand_scores[i, j].tolist()
+    # Without early stopping the scores are float32 quotients, those `keep_best` and transformers compare.
+    scores = [lp / penalty for lp in log_probs] if cfg.early_stopping else (cand_scores[i, j] / penalty).tolist()
     tokens = history[i, cand_beams[i, j]].tolist()  # (E, t)
-    for sentence, log_prob, toks in zip(sentences, log_probs, tokens):
-        finished[sentence].append(Hypothesis(toks, log_prob / penalty, log_prob))
+    for sentence, log_prob, score, toks in zip(sentences, log_probs, scores, tokens):
+        finished[sentence].append(Hypothesis(toks, score, log_prob))
     return is_final.sum(1)
 
 

@@ -18,12 +18,14 @@ from nmt.compute.timing import translation_timing
 from nmt.config import INT_MAX, InferenceConfig, Overrides, Precision, SearchConfig, check_range, overrides
 from nmt.core.errors import CheckpointError, ConfigError, ref
 from nmt.core.files import BOM, byte_blocks, read_lines
+from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.vocab import EOS, PAD
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.heatmaps import AttentionMaps, alignments, attention_maps
 from nmt.inference.search import Decoder, Hypothesis, search
 from nmt.model import checkpoint
+from nmt.text.tags import with_tags
 from nmt.text.tokenizer import Tokenizer, load_tokenizer
 
 
@@ -45,7 +47,9 @@ class BatchTranslator:
     name = "engine"  # torch, ctranslate2: what the CLI says it translates with
     search_cfg: SearchConfig
     tokenizer: Tokenizer
-    languages: tuple[str, str]  # (source, target) language codes
+    languages: tuple[str, str]  # (source, target) language codes: the direction chosen (`with_direction`)
+    data: DataIdentity  # the model's languages (a multilingual model: its directions and target tags)
+    tag: Optional[int] = None  # the id put first in every source: the target's tag (`with_direction`)
     max_positions: int  # the model's longest sequence: sources are cut to fit, outputs end before it
     max_tokens: int  # padded source tokens per batch at most
     max_sentences: int  # sentences per batch at most
@@ -67,9 +71,24 @@ class BatchTranslator:
         other.search_cfg = self.check_search(search_cfg)
         return other
 
+    def with_direction(self, src: Optional[str], tgt: Optional[str], where: str = "the model") -> BatchTranslator:
+        """The same model translating from `src` into `tgt` (None: the model's only one), a multilingual model's
+        target tag put first in every source (a shallow copy: nothing is loaded); ConfigError naming the
+        directions the model knows for any other."""
+        other = copy.copy(self)
+        other.languages = self.data.choose(src, tgt, where)
+        other.tag = self.data.tag(other.languages[1])
+        return other
+
     def encode(self, lines: list[str], first_line: int) -> list[list[int]]:
-        """Subword ids + EOS per line, truncated (with a warning) to fit the model's positions."""
-        return encode_lines(self.tokenizer, lines, self.max_positions, first_line, self.progress)
+        """Subword ids + EOS per line, truncated (with a warning) to fit the model's positions; a multilingual
+        model's target tag first."""
+        if self.data.tags and self.tag is None:  # a bug of the caller: never translate without the tag asked for
+            raise ConfigError(f"the model translates into {', '.join(self.data.targets)}: choose one with "
+                              f"{ref('tgt_lang')}")
+        tag = [] if self.tag is None else [self.tag]
+        return [tag + ids if len(ids) > 1 else ids for ids in
+                encode_lines(self.tokenizer, lines, self.max_positions - len(tag), first_line, self.progress)]
 
     def batches(self, encoded: list[list[int]]) -> Iterator[list[int]]:
         """Indices of non-empty lines in length-sorted batches of at most max_tokens (padded) source tokens."""
@@ -147,7 +166,8 @@ class Translator(BatchTranslator):
         models = [prepare_model(c.build_model(p), precision, self.device) for c, p in zip(ckpts, paths)]
         self.model = models[0] if len(models) == 1 else Ensemble(models)
         self.precision = precision
-        self.tokenizer = load_tokenizer(ckpts[0].tokenizer, str(paths[0]))
+        self.data = ckpts[0].data
+        self.tokenizer = with_tags(load_tokenizer(ckpts[0].tokenizer, str(paths[0])), self.data)
         for model, path in zip(models, paths):
             if model.cfg.vocab_size != self.tokenizer.vocab_size:  # ids beyond one of them would be garbage
                 raise CheckpointError(f"{path}: its model has {model.cfg.vocab_size} tokens but its tokenizer "
@@ -200,7 +220,8 @@ def check_models_fit(ckpts: list[checkpoint.Checkpoint], paths: list[Path]) -> N
         if ckpt.tokenizer != ckpts[0].tokenizer:
             raise ConfigError(f"{path} and {paths[0]} use different tokenizers (vocabularies); an ensemble needs "
                               "models trained on data prepared with the same `nmt bpe` model")
-        if ckpt.languages != ckpts[0].languages:
+        if (ckpt.languages, ckpt.data.pairs, ckpt.data.tags) != (ckpts[0].languages, ckpts[0].data.pairs,
+                                                                 ckpts[0].data.tags):
             (src, tgt), (first_src, first_tgt) = ckpt.languages, ckpts[0].languages
             raise ConfigError(f"{path} translates {src} -> {tgt} but {paths[0]} {first_src} -> {first_tgt}; "
                               "an ensemble needs models of one direction")

@@ -129,6 +129,9 @@ class Transformer(nn.Module):
         # trained, as transformers keeps it.
         self.output_bias: Optional[Tensor]
         self.register_buffer("output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None)
+        # An untied model's output projection (an imported lm_head); a tied one projects with `embed.weight`.
+        self.output_weight: Optional[nn.Parameter] = (
+            None if cfg.tied_output else nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model)))
         self.dropout = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -149,6 +152,8 @@ class Transformer(nn.Module):
         nn.init.normal_(self.embed.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
         with torch.no_grad():
             self.embed.weight[PAD].zero_()
+        if self.output_weight is not None:
+            nn.init.normal_(self.output_weight, mean=0.0, std=self.cfg.d_model ** -0.5)
         if self.pos_embed is not None:
             nn.init.normal_(self.pos_embed.weight, mean=0.0, std=self.cfg.d_model ** -0.5)
 
@@ -180,13 +185,18 @@ class Transformer(nn.Module):
         """Cross-attention keys/values of every decoder layer, computed once per source. Each (B, H, S, Dh)."""
         return [layer.cross_attn.project_kv(memory) for layer in cast("Iterable[DecoderLayer]", self.decoder)]
 
+    @property
+    def projection(self) -> Tensor:
+        """The output projection's matrix (V, D): the embedding table, or an untied model's own."""
+        return self.embed.weight if self.output_weight is None else self.output_weight
+
     def output_logits(self, x: Tensor) -> Tensor:
-        """Decoder states (B, T, D) -> logits (B, T, V) through the shared embedding matrix (plus the output
-        bias, if the model has one)."""
+        """Decoder states (B, T, D) -> logits (B, T, V) through the output projection (the shared embedding
+        matrix, or an untied model's own) plus the output bias, if the model has one."""
         if self.output_proj is not None:
             logits: Tensor = self.output_proj(self.decoder_norm(x))  # a module's call is Any to mypy
             return logits
-        return F.linear(self.decoder_norm(x), self.embed.weight, self.output_bias)
+        return F.linear(self.decoder_norm(x), self.projection, self.output_bias)
 
     def use_output_projection(self) -> None:
         """Compute the output logits with an `nn.Linear` sharing the embedding table, for inference.
@@ -198,7 +208,7 @@ class Transformer(nn.Module):
         """
         proj = nn.Linear(self.cfg.d_model, self.cfg.vocab_size, bias=False, device=self.embed.weight.device,
                          dtype=self.embed.weight.dtype)
-        proj.weight = self.embed.weight  # shared, not copied
+        proj.weight = cast(nn.Parameter, self.projection)  # shared, not copied
         if self.output_bias is not None:
             proj.bias = nn.Parameter(self.output_bias, requires_grad=False)  # shared too
         self.output_proj = proj

@@ -1,13 +1,13 @@
-"""`nmt serve`: checkpoints as an HTTP translation service (one model per direction, or an ensemble), with
-dynamic batching.
+"""`nmt serve`: checkpoints as an HTTP translation service (one model per direction, or an ensemble; a
+multilingual model every direction it translates, loaded once), with dynamic batching.
 
-One concept per module: `backend` (what the server needs of an engine: each request's job, a direction, a search
-and a format, run through `nmt.inference.documents`), `batcher` (the queue and the worker thread, merging requests
-of one job), `http_errors` (failures as JSON), `schemas` (request and response bodies), `service` (what every
-translating endpoint does: routing by direction, language detection, limits; the API keys and access log
-checked), `routes` (the server's own endpoints), `libre` (LibreTranslate's API), `web` (the browser's side: CORS,
-the page at /, file translation), `middleware` (the gate every request passes: body limits, records, access log,
-Prometheus metrics), `app` (the wiring), `drain` (a bounded stop), `server` (listen and serve).
+One concept per module: `backend` (what the server needs of an engine: each request's job, a direction, a search and
+a format, run through `nmt.inference.documents`; which checkpoint serves which direction), `batcher` (the queue and
+the worker thread, merging requests of one job), `http_errors` (failures as JSON), `schemas` (request and response
+bodies), `service` (what every translating endpoint does: routing by direction, language detection, limits; the API
+keys and access log checked), `routes` (the server's own endpoints), `libre` (LibreTranslate's API), `web` (the
+browser's side: CORS, the page at /, file translation), `middleware` (the gate every request passes: body limits,
+records, access log, Prometheus metrics), `app` (the wiring), `drain` (a bounded stop), `server` (listen and serve).
 
 The web stack (FastAPI on uvicorn, prometheus_client, python-multipart, fastapi-offline) is the optional
 extra `nmt-toolkit[serve]`: this package can be imported without it, and `require_web_stack` names what is missing.

@@ -1,6 +1,8 @@
 """What the server needs of its translation engines (`nmt.inference.engines.Engine`, torch's or CTranslate2's),
-one per direction: how the worker thread calls them (texts, through `nmt.inference.documents.Documents`), and
-each model's identity."""
+one per direction: how the worker thread calls them (texts, through `nmt.inference.documents.Documents`), each
+model's identity, and which checkpoint serves which direction (`plan`: checkpoints of the same languages are an
+ensemble; a multilingual checkpoint serves each of its directions with its one engine; a direction offered by a
+bilingual checkpoint and a multilingual one is the bilingual one's, said at start)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
 from nmt.config import SearchConfig
+from nmt.core.errors import ConfigError
+from nmt.core.identity import DataIdentity
 from nmt.inference.decoding import SHOWN
 from nmt.inference.documents import Documents, Format
 from nmt.inference.engines import Engine as TranslationEngine
@@ -86,3 +90,76 @@ def model_info(paths: Sequence[str | Path], engine: TranslationEngine) -> ModelI
     src, tgt = engine.languages
     return ModelInfo(" + ".join(Path(p).name for p in paths), src, tgt, digest.hexdigest(), search,
                      getattr(engine, "name", ""))
+
+
+@dataclass
+class Group:
+    """Checkpoints served by one engine (several: an ensemble) and the directions it serves (None: every one the
+    model translates, read once it is open)."""
+
+    paths: list[Path]
+    directions: Optional[list[Direction]] = None
+
+    @property
+    def where(self) -> str:
+        """The checkpoints, as given (in errors and notices)."""
+        return " + ".join(map(str, self.paths))
+
+
+def arrows(directions: Sequence[Direction]) -> str:
+    return ", ".join(f"{src} -> {tgt}" for src, tgt in directions)
+
+
+def plan(paths: Sequence[Path], data_of: Callable[[Path], DataIdentity],
+         log: Callable[[str], None] = lambda message: None) -> list[Group]:
+    """The engines to open for `paths`, in the order given, each with the directions it serves: checkpoints of
+    the same languages (directions and target tags) are one ensemble; a direction that a bilingual checkpoint and a
+    multilingual one both offer is the bilingual one's (a model of that one direction: said on `log`).
+    ConfigError naming both files where two multilingual checkpoints of different languages share a direction, or
+    where a multilingual checkpoint is left nothing to serve. `data_of(path)`: what the checkpoint says of its
+    languages (read with its weights mapped, never touched); not asked of one checkpoint alone."""
+    if len(paths) == 1:
+        return [Group([Path(paths[0])])]
+    found: dict[tuple[object, ...], tuple[DataIdentity, list[Path]]] = {}
+    for path in map(Path, paths):
+        data = data_of(path)
+        found.setdefault((data.directions, data.tags), (data, []))[1].append(path)
+    groups = [(Group(group), data) for data, group in found.values()]
+    bilingual = {data.directions[0]: group for group, data in groups if len(data.directions) == 1}
+    owner: dict[Direction, Group] = {}
+    for group, data in groups:
+        if len(data.directions) == 1:
+            group.directions = list(data.directions)
+            continue
+        group.directions = [d for d in data.directions if d not in bilingual]
+        taken = [d for d in data.directions if d in bilingual]
+        if not group.directions:
+            raise ConfigError(f"{group.where}: every direction it translates ({arrows(taken)}) is served by a "
+                              "bilingual checkpoint given too; leave it out")
+        for direction in group.directions:
+            if direction in owner:
+                raise ConfigError(f"{owner[direction].where} and {group.where} both translate {arrows([direction])}, "
+                                  "and an ensemble needs multilingual checkpoints of the same languages (directions "
+                                  "and target tags); serve one of them")
+            owner[direction] = group
+        for direction in taken:
+            log(f"{arrows([direction])}: served by {bilingual[direction].where}, not by the multilingual "
+                f"{group.where} (a bilingual checkpoint is preferred)")
+    return [group for group, _ in groups]
+
+
+def open_directions(paths: Sequence[Path], opener: Callable[[list[Path]], TranslationEngine],
+                    data_of: Callable[[Path], DataIdentity], log: Callable[[str], None] = lambda message: None
+                    ) -> tuple[list[TranslationEngine], list[ModelInfo]]:
+    """One engine per direction served, and its model's identity, for the checkpoints `paths` (`plan`): `opener`
+    opens each group's model once; each direction is its `with_direction` (sharing the model: a multilingual
+    model is in memory once, whatever the number of its directions)."""
+    engines: list[TranslationEngine] = []
+    infos: list[ModelInfo] = []
+    for group in plan(paths, data_of, log):
+        engine = opener(group.paths)
+        info = model_info(group.paths, engine)  # the files hashed once, whatever the number of directions
+        for src, tgt in group.directions or engine.data.directions:
+            engines.append(engine.with_direction(src, tgt, str(group.paths[0])))
+            infos.append(dataclasses.replace(info, src=src, tgt=tgt))
+    return engines, infos

@@ -48,7 +48,7 @@ def direction_of(service: Service, source: Optional[str], target: Optional[str])
     matches = [d for d in service.directions if source in (None, d[0]) and target in (None, d[1])]
     if len(matches) == 1:
         return matches[0]
-    served = ", ".join(f"{src} -> {tgt}" for src, tgt in service.directions)
+    served = service.served(" -> ")
     if not matches:
         asked = f"{shown(source or '?')} -> {shown(target or '?')}"
         raise RequestError(f"this server does not translate {asked}; it translates {served}", 422)

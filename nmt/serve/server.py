@@ -104,9 +104,7 @@ def serve(engines: Sequence[TranslationEngine], infos: Sequence[ModelInfo], cfg:
     from nmt.serve.middleware import access_line
 
     def ready() -> None:
-        models = "; ".join(f"{info.name} ({info.src} -> {info.tgt}{f', {info.engine} engine' if info.engine else ''})"
-                           for info in infos)
-        log(f"ready: {models} on {address(sock)} (API docs: /docs)")
+        log(f"ready: {described(infos)} on {address(sock)} (API docs: /docs)")
 
     with access_log(cfg.access_log) as write:
         gate = create_app(engines, infos, cfg, on_ready=ready, split=split, on_error=lambda line: log(f"error: {line}"),
@@ -137,6 +135,15 @@ def serve(engines: Sequence[TranslationEngine], infos: Sequence[ModelInfo], cfg:
     n = gate.counts
     log(f"stopped: {n['served']:,} request(s) served, {n['failed']:,} failed, {n['dropped']:,} dropped")
     return not busy
+
+
+def described(infos: Sequence[ModelInfo]) -> str:
+    """The models served, each once with its directions: "multi.pt (en -> de, en -> fr, torch engine); ..."."""
+    models: dict[tuple[str, str, str], list[str]] = {}
+    for info in infos:
+        models.setdefault((info.name, info.sha256, info.engine), []).append(f"{info.src} -> {info.tgt}")
+    return "; ".join(f"{name} ({', '.join(directions)}{f', {engine} engine' if engine else ''})"
+                     for (name, _, engine), directions in models.items())
 
 
 def stop_worker(gate: Any) -> bool:

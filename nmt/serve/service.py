@@ -29,6 +29,8 @@ LINES_KEY = "nmt.lines"  # the ASGI scope entry where an endpoint notes how many
 SHORT = 40  # characters: a text of a list up to this long takes the language detected in the whole list, as in
 # LibreTranslate (too short to tell alone)
 TAG = re.compile(r"<[^>]*>")  # an HTML tag, roughly: enough to detect the language of the text between
+SHOWN_SOURCES = 12  # an error names the directions of this many source languages at most (a multilingual model's
+# may be hundreds)
 DetectorFactory = Callable[[Sequence[str]], Any]  # candidates -> an object with detect(text) -> list[Detection]
 
 
@@ -110,8 +112,16 @@ class Service:
                 "targets": sorted(tgt for src, tgt in self.directions if src == code)} for code in codes]
         return sorted(out, key=lambda lang: (lang["name"], lang["code"]))
 
-    def served(self) -> str:
-        return ", ".join(f"{src} to {tgt}" for src, tgt in self.directions)
+    def served(self, to: str = " to ") -> str:
+        """The directions served, in words: "en to de, fr to de", or by source where one has several targets
+        ("en to de, fr, cs; de to en"), the first SHOWN_SOURCES sources only (GET /languages lists them all)."""
+        targets: dict[str, list[str]] = {}
+        for src, tgt in self.directions:
+            targets.setdefault(src, []).append(tgt)
+        parts = [f"{src}{to}{', '.join(tgts)}" for src, tgts in list(targets.items())[:SHOWN_SOURCES]]
+        more = len(targets) - len(parts)
+        listed = ("; " if any(len(t) > 1 for t in targets.values()) else ", ").join(parts)
+        return listed + (f" and {more} more source languages (GET /languages lists them)" if more > 0 else "")
 
     def direction(self, source: str, target: str) -> Direction:
         """(source, target) when this server translates it; a 400 in LibreTranslate's words otherwise."""

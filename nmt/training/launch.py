@@ -102,6 +102,11 @@ def plan_fine_tuning(data_dir: Path, identity: DataIdentity, preset: Optional[st
     the checkpoint's tokenizer, and go in the checkpoint's direction."""
     init = Path(train.get("init_from"))
     ckpt = checkpoint.load(init)
+    if ckpt.data.pairs and (ckpt.data.directions, ckpt.data.tags) != (identity.directions, identity.tags):
+        pairs = " ".join(f"--pair {s}-{t}" for s, t in ckpt.data.directions)
+        raise ConfigError(f"{ref('init_from')} {init} is a model of {len(ckpt.data.directions)} language pairs, each "
+                          f"target with its tag id; prepare the data with the same pairs in the same order: "
+                          f"nmt prepare --bpe {init} {pairs} ...")
     if ckpt.languages != (identity.src, identity.tgt):
         raise ConfigError(f"{ref('init_from')} {init} translates {ckpt.data.src} -> {ckpt.data.tgt}, but {data_dir} "
                           f"holds {identity.src} -> {identity.tgt} data; fine-tune a model of the data's direction")

@@ -29,13 +29,14 @@ from nmt.config import ModelConfig, Overrides, SearchConfig, TrainConfig, to_tom
 from nmt.core.errors import DataError, TrainingDiverged, TrainingInterrupted, ref
 from nmt.core.files import atomic_write
 from nmt.core.progress import Progress, ProgressFn, ignore
-from nmt.data.batches import collate, group_updates, make_batches, shard
+from nmt.data.batches import collate, group_updates, make_batches, sample_parts, shard
 from nmt.data.dataset import ParallelDataset, data_identity, read_tokenizer
 from nmt.data.regularization import Resegmenter
 from nmt.model import checkpoint
 from nmt.model.checkpoint import TrainState
 from nmt.model.loss import Workspace, label_smoothed_loss, projected_loss
 from nmt.model.transformer import Transformer, count_parameters
+from nmt.text.tags import with_tags
 from nmt.training.distributed import Comm, StopSignal
 from nmt.training.resume import RunCheckpoints, Session, rank_seed
 from nmt.training.runlog import CONFIG_NAME, RunLog
@@ -90,8 +91,8 @@ class Trainer(RunCheckpoints):
         self.tokenizer = read_tokenizer(data_dir)
         self.resegmenter = (Resegmenter(self.train_data, self.tokenizer, train_cfg.bpe_dropout, train_cfg.seed,
                                         model_cfg.max_positions - 1) if train_cfg.bpe_dropout > 0 else None)
-        self.validator = Validator(data_dir, self.tokenizer, model_cfg.max_positions, train_cfg.max_tokens,
-                                   train_cfg.valid_bleu_sentences, train_cfg.valid_beam)
+        self.validator = Validator(data_dir, with_tags(self.tokenizer, self.identity), model_cfg.max_positions,
+                                   train_cfg.max_tokens, train_cfg.valid_bleu_sentences, train_cfg.valid_beam)
         self.precision = resolve_precision(train_cfg.precision, device, training=True,
                                            timing=training_timing(model_cfg, train_cfg.label_smoothing))
         torch.manual_seed(train_cfg.seed)
@@ -189,7 +190,7 @@ class Trainer(RunCheckpoints):
     def loss(self, hidden: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
         """Summed label-smoothed loss and NLL of decoder states (N, D) against targets (N,), through the
         tied output projection: fused with it in fp32, under autocast otherwise."""
-        weight, bias, eps = self.module.embed.weight, self.module.output_bias, self.cfg.label_smoothing
+        weight, bias, eps = self.module.projection, self.module.output_bias, self.cfg.label_smoothing
         if self.precision == "fp32":
             return projected_loss(hidden, weight, target, eps, self.workspace, bias)
         with self.autocast():
@@ -235,10 +236,20 @@ class Trainer(RunCheckpoints):
         if self._epoch_cache[0] != self.state.epoch:
             epoch = self.state.epoch
             data = self.resegmenter.epoch(epoch) if self.resegmenter is not None else self.train_data
-            batches = make_batches(data.src_lengths, data.tgt_lengths, self.cfg.max_tokens, seed=self.cfg.seed,
-                                   epoch=epoch)
+            batches = self.epoch_batches(data, epoch)
             self._epoch_cache = (epoch, data, batches, group_updates(batches, data.tgt_lengths, self.cfg.update_tokens))
         return self._epoch_cache[1], self._epoch_cache[2], self._epoch_cache[3]
+
+    def epoch_batches(self, data: Any, epoch: int) -> list[np.ndarray]:
+        """The batches of `epoch` (indices of `data`'s pairs): every pair once, or with several language pairs
+        in the store each pair's share drawn by --pair-temperature."""
+        if len(self.train_data.parts) < 2:
+            return make_batches(data.src_lengths, data.tgt_lengths, self.cfg.max_tokens, seed=self.cfg.seed,
+                                epoch=epoch)
+        drawn = sample_parts([n for _, n in self.train_data.parts], self.cfg.pair_temperature, self.cfg.seed, epoch)
+        batches = make_batches(data.src_lengths[drawn], data.tgt_lengths[drawn], self.cfg.max_tokens,
+                               seed=self.cfg.seed, epoch=epoch)
+        return [drawn[b] for b in batches]
 
     def finished(self) -> str:
         """Why training is over ('' while it goes on); the same on every rank."""

@@ -3,6 +3,7 @@ translations of the validation split, with the run's model and tokenizer."""
 
 from __future__ import annotations
 
+import itertools
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Callable, Optional
@@ -38,7 +39,7 @@ class Validator:
         self.index = self.fitting_pairs(max_positions)
         self.tokenizer = tokenizer
         self.max_positions, self.max_tokens, self.beam = max_positions, max_tokens, beam
-        self.bleu_index = self.index[:bleu_sentences]
+        self.bleu_index = self.bleu_pairs(bleu_sentences)
         self._references: Optional[list[str]] = None
 
     def __len__(self) -> int:
@@ -51,6 +52,17 @@ class Validator:
         limit = max_positions - 1
         fits = (self.data.src_lengths <= limit) & (self.data.tgt_lengths <= limit)
         return np.flatnonzero(fits)
+
+    def bleu_pairs(self, n: int) -> np.ndarray:
+        """The first `n` fitting pairs; of a store of several language pairs, the first of each in turn (an equal
+        share of each pair, as long as it has some)."""
+        parts = self.data.parts if self.data is not None else []
+        if len(parts) < 2:
+            return self.index[:n]
+        ends = np.cumsum([count for _, count in parts])
+        own = [self.index[(self.index >= end - count) & (self.index < end)] for (_, count), end in zip(parts, ends)]
+        turns = [i for pair in itertools.zip_longest(*own) for i in pair if i is not None][:n]
+        return np.sort(np.asarray(turns, dtype=np.int64))
 
     @torch.inference_mode()
     def loss(self, model: Transformer, device: torch.device, autocast: Autocast) -> Optional[float]:

@@ -51,6 +51,8 @@ def check_translating(request: EvalOptions, search: Overrides[SearchConfig],
     translating uses, given without --model, would do nothing and is an error."""
     if not request.model:
         unused = [f"{SRC} {request.src}"] if request.src else []
+        unused += [f"{flag_of(EvalOptions, name)} {getattr(request, name)}" for name in ("src_lang", "tgt_lang")
+                   if getattr(request, name)]
         unused += [f"{flag_of(EvalOptions, 'save_hyp')} {request.save_hyp}"] if request.save_hyp else []
         unused += [flag_of(cls, name) for cls, given in ((SearchConfig, search), (InferenceConfig, inference))
                    for name in given.values]
@@ -93,7 +95,8 @@ def translate_source(request: EvalOptions, search: Overrides[SearchConfig], opti
     sources = list(read_lines(request.src))
     check_parallel(sources, refs[0], str(request.src), str(request.ref[0]))
     set_threads(options.threads)
-    translator = open_engine(request.model, search, options, progress=log)
+    translator = open_engine(request.model, search, options, progress=log).with_direction(
+        request.src_lang, request.tgt_lang, str(request.model[0]))
     with bar(len(sources)) as report:
         translator.progress = report
         translations = translate_file(Documents(translator, text.split), None, sources)

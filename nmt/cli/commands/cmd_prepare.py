@@ -11,7 +11,7 @@ from nmt.config import FilterConfig, Overrides
 from nmt.config.command_options import PrepareOptions
 
 EPILOG = ("Example: nmt prepare --bpe run/bpe.model --train data/train --valid data/valid "
-          "--src en --tgt de --out run/data")
+          "--src en --tgt de --out run/data  |  a multilingual model: --pair en-de --pair en-fr instead of --src/--tgt")
 
 
 @with_config_options({"given": PrepareOptions, "filters": FilterConfig})
@@ -26,5 +26,5 @@ def prepare_command(given: Overrides[PrepareOptions], filters: Overrides[FilterC
     bpe = tokenizer_source(o.bpe_model)
     with progress_display() as report:
         reports = prepare(bpe, o.out, o.src, o.tgt, o.train, o.valid, o.test, filters=filters.apply(),
-                          threads=o.threads or -1, chunk_size=o.chunk_size, progress=report)
+                          threads=o.threads or -1, chunk_size=o.chunk_size, progress=report, pairs=o.pair or ())
     write_stdout(json.dumps({split: asdict(r) for split, r in reports.items()}, indent=2) + "\n")  # the result

@@ -6,7 +6,6 @@ import contextlib
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 from nmt.cli.options import with_config_options
@@ -24,13 +23,16 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
                   inference: Overrides[InferenceConfig], server: Overrides[ServeConfig],
                   text: Overrides[TextConfig]) -> None:
     """Serve checkpoints over HTTP, one direction each (-m ende.pt -m deen.pt; several of one direction are an
-    ensemble): POST /v1/translate, LibreTranslate's API (POST /translate, /detect, /languages,
+    ensemble), a multilingual one each of its directions (-m multi.pt -m fr-en.pt: a direction of both is the
+    bilingual checkpoint's): POST /v1/translate, LibreTranslate's API (POST /translate, /detect, /languages,
     /frontend/settings), /health, /metrics, /docs; concurrent requests are batched together. Needs the web
     stack: pip install "nmt-toolkit[serve]"."""
     from nmt.cli.console import message_logger
     from nmt.core.progress import Progress
     from nmt.inference.engines import open_engine
-    from nmt.serve import check_files, listen, model_info, require_web_stack, serve
+    from nmt.model.checkpoint import load
+    from nmt.serve import check_files, listen, require_web_stack, serve
+    from nmt.serve.backend import open_directions
     from nmt.workflows.paths import check_distinct
     from nmt.workflows.threads import set_threads
 
@@ -44,13 +46,12 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     sock = listen(o.host, o.port)
     log = message_logger()  # the server's log: messages, not each batch's progress
     split = text.apply().split
-    engines, infos = [], []
-    for paths in by_direction(o.model):
-        engine = open_engine(paths, search, options, progress=log)
-        engines.append(engine)
-        infos.append(model_info(paths, engine))
-    if not serve(engines, infos, cfg, sock, log=lambda message: log(Progress("serve", message=message)), keys=keys,
-                 split=split):
+    say = lambda message: log(Progress("serve", message=message))  # noqa: E731
+    # one engine per group of checkpoints (`nmt.serve.backend.plan`), shared by a multilingual model's directions;
+    # several checkpoints are grouped by the languages they say they translate, their weights mapped, not read
+    engines, infos = open_directions(o.model, lambda paths: open_engine(paths, search, options, progress=log),
+                                     lambda path: load(path, mmap=True).data, say)
+    if not serve(engines, infos, cfg, sock, log=say, keys=keys, split=split):
         exit_now()
 
 
@@ -64,16 +65,3 @@ def exit_now() -> NoReturn:
             stream.flush()
     os._exit(0)
 
-
-def by_direction(paths: list[Path]) -> list[list[Path]]:
-    """The checkpoints grouped by direction (their stored languages), in the order given: each group is one
-    engine (an ensemble where it holds several). Their weights are not read here (mapped, never touched: the
-    engine reads them), and one checkpoint is not opened at all."""
-    from nmt.model.checkpoint import load
-
-    if len(paths) == 1:
-        return [list(paths)]
-    groups: dict[tuple[str, str], list[Path]] = {}
-    for path in paths:
-        groups.setdefault(load(path, mmap=True).languages, []).append(path)
-    return list(groups.values())

@@ -33,7 +33,8 @@ def translate_command(given: Overrides[TranslateOptions], search: Overrides[Sear
     stream = open_input(o.input) if o.input else stdin_bytes()  # a missing input fails before the model loads
     try:
         translator = open_engine(o.model, search, options, progress=message_logger(),
-                                 needs=Needs(o.alignments, o.attention is not None))
+                                 needs=Needs(o.alignments, o.attention is not None)
+                                 ).with_direction(o.src_lang, o.tgt_lang, str(o.model[0]))
         with atomic_write(o.output, "w") if o.output else contextlib.nullcontext() as out_file, \
                 translation_progress(total) as report:
             write = out_file.write if out_file is not None else write_stdout
