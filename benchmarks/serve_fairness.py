@@ -67,6 +67,8 @@ def leave_early(url: str, lines: list[str], beam: int, after: float) -> None:
 
 
 def quantiles(seconds: list[float]) -> str:
+    if not seconds:  # e.g. no large request finished while the probes ran
+        return "none finished (n 0)"
     ms = sorted(s * 1000 for s in seconds)
     p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
     return f"p50 {statistics.median(ms):7.0f} ms  p99 {p99:7.0f} ms  max {ms[-1]:7.0f} ms  (n {len(ms)})"

@@ -71,9 +71,12 @@ def test_malformed_records_are_refused(pairs, tags, tgt):
     (None, "fr", ("en", "fr")),
     ("en", "de", ("en", "de")),
     (" EN ", "FR", ("en", "fr")),  # codes as people type them
+    ("en-US", "fr_CA", ("en", "fr")),  # a region the model does not name: its language
     (None, None, "translates into de, fr: choose one with `tgt_lang`"),
     (None, "cs", "`tgt_lang` 'cs': m.pt translates en-de, en-fr only"),
     ("de", "fr", "`src_lang` 'de': m.pt translates en-de, en-fr only"),
+    (None, b"fr", "`tgt_lang` b'fr': give a language code, a str"),
+    (["en"], "fr", "`src_lang` \\['en'\\]: give a language code, a str"),
 ])
 def test_choose_a_direction(src, tgt, expected):
     found = multilingual(identity(), [["en", "de"], ["en", "fr"]], {"de": 98, "fr": 99}, "m.pt")

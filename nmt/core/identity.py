@@ -5,6 +5,7 @@ compare it, so that models and data that do not fit together are refused."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -76,8 +77,12 @@ class DataIdentity:
     def choose(self, src: Optional[str], tgt: Optional[str], where: str) -> tuple[str, str]:
         """The direction (source, target) that `src` and `tgt` (either may be None: the only one) pick among the
         model's; ConfigError naming `where` (the model) and the directions it knows otherwise."""
+        for name, code in (("src_lang", src), ("tgt_lang", tgt)):
+            if code is not None and not isinstance(code, str):
+                raise ConfigError(f"{ref(name)} {code!r:.40}: give a language code, a str such as 'fr'")
         src, tgt = (None if code is None else code.strip().lower() for code in (src, tgt))
         known = ", ".join(f"{s}-{t}" for s, t in self.directions)
+        tgt = primary(tgt, self.targets)
         if tgt is None:
             if len(self.targets) > 1:
                 raise ConfigError(f"{where} translates into {', '.join(self.targets)}: choose one with "
@@ -86,6 +91,7 @@ class DataIdentity:
         if tgt not in self.targets:
             raise ConfigError(f"{ref('tgt_lang')} {tgt!r:.40}: {where} translates {known} only")
         sources = [s for s, t in self.directions if t == tgt]
+        src = primary(src, sources)
         if src is not None and src not in sources:
             raise ConfigError(f"{ref('src_lang')} {src!r:.40}: {where} translates {known} only")
         return src or (sources[0] if len(sources) == 1 else "+".join(sources)), tgt
@@ -114,6 +120,15 @@ class DataIdentity:
     @property
     def direction(self) -> str:
         return f"{self.src}-{self.tgt}"
+
+
+def primary(code: Optional[str], known: Sequence[str]) -> Optional[str]:
+    """`code`, or its primary subtag where only that is known (fr-fr, fr_ca -> fr): what people type for a language
+    that a model names without a region."""
+    if code is None or code in known:
+        return code
+    first = re.split(r"[-_]", code, maxsplit=1)[0]
+    return first if first in known else code
 
 
 def multilingual(identity: DataIdentity, pairs: object, tags: object, where: str) -> DataIdentity:
