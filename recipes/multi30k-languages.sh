@@ -38,18 +38,9 @@ VOCAB_ALL=${VOCAB_ALL:-8000}  # the joint BPE of the four languages
 BILINGUAL=(en-de en-fr en-cs de-en fr-en cs-en)
 EVAL=(--beam 6 --lenpen 1.2 --threads 1 --json)
 
-log() { echo "[languages $(date +%H:%M:%S)] $*" >&2; }
-
-logged() {  # LOG COMMAND...: COMMAND's stderr goes to LOG; when it fails, the end of LOG goes to stderr too
-    local log=$1
-    shift
-    "$@" 2>>"$log" || {
-        local rc=$?
-        log "failed (exit $rc): $*"
-        tail -n 3 "$log" >&2
-        return "$rc"
-    }
-}
+RECIPE=languages
+# shellcheck source=recipes/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # log, logged
 
 scored() {  # DIR MODEL SRC TGT [EVAL OPTIONS]: score MODEL on the test set of SRC-TGT into DIR/test.SRC-TGT.json
     local dir=$1 model=$2 src=$3 tgt=$4

@@ -30,18 +30,9 @@ BEAM=${BEAM:-6}
 LENPEN=${LENPEN:-1.2}
 TRAIN_ARGS=${TRAIN_ARGS:-}
 
-log() { echo "[multi30k $(date +%H:%M:%S)] $*" >&2; }
-
-logged() {  # LOG COMMAND...: COMMAND's stderr goes to LOG; when it fails, the end of LOG goes to stderr too
-    local log=$1
-    shift
-    "$@" 2>>"$log" || {
-        local rc=$?
-        log "failed (exit $rc): $*"
-        tail -n 3 "$log" >&2
-        return "$rc"
-    }
-}
+RECIPE=multi30k
+# shellcheck source=recipes/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # log, logged
 
 mkdir -p "$OUT"
 log "download -> $OUT/raw"

@@ -31,6 +31,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -183,10 +184,8 @@ def folders(tmp_path_factory, tokenizer_files) -> dict[str, Path]:
     return {name: build_folder(root / f"opus-mt-{name}", tokenizer_files, **spec) for name, spec in MODELS.items()}
 
 
-@pytest.fixture(scope="module")
-def imported(folders, tmp_path_factory) -> dict[str, Path]:
-    """Each folder imported into a checkpoint file."""
-    root = tmp_path_factory.mktemp("imported")
+def import_each(folders: dict[str, Path], root: Path) -> dict[str, Path]:
+    """Each folder imported into a checkpoint file ROOT/NAME.pt."""
     out = {}
     for name, folder in folders.items():
         out[name] = root / f"{name}.pt"
@@ -194,12 +193,21 @@ def imported(folders, tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture(scope="module")
-def hf(folders):
+def transformers_of(folders: dict[str, Path]) -> dict[str, tuple[Any, Any]]:
     """transformers' model and tokenizer of each folder."""
     transformers = pytest.importorskip("transformers")
     return {name: (transformers.MarianMTModel.from_pretrained(folder).eval(),
                    transformers.MarianTokenizer.from_pretrained(folder)) for name, folder in folders.items()}
+
+
+@pytest.fixture(scope="module")
+def imported(folders, tmp_path_factory) -> dict[str, Path]:
+    return import_each(folders, tmp_path_factory.mktemp("imported"))
+
+
+@pytest.fixture(scope="module")
+def hf(folders):
+    return transformers_of(folders)
 
 
 def nmt_rules(pad: int, eos: int):

@@ -26,7 +26,16 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_import_marian import LINES, SAMPLE_DIR, assert_same_log_probs, build_folder, hf_pieces, make_tokenizer_files
+from test_import_marian import (
+    LINES,
+    SAMPLE_DIR,
+    assert_same_log_probs,
+    build_folder,
+    hf_pieces,
+    import_each,
+    make_tokenizer_files,
+    transformers_of,
+)
 from test_import_marian import stock_generation as stock
 
 from nmt.config import InferenceConfig, Overrides, SearchConfig
@@ -116,19 +125,12 @@ def folders(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def imported(folders, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("imported")
-    out = {}
-    for name, folder in folders.items():
-        out[name] = root / f"{name}.pt"
-        checkpoint.save(out[name], import_marian(folder).checkpoint)
-    return out
+    return import_each(folders, tmp_path_factory.mktemp("imported"))
 
 
 @pytest.fixture(scope="module")
 def hf(folders):
-    transformers = pytest.importorskip("transformers")
-    return {name: (transformers.MarianMTModel.from_pretrained(folder).eval(),
-                   transformers.MarianTokenizer.from_pretrained(folder)) for name, folder in folders.items()}
+    return transformers_of(folders)
 
 
 # -- what the import records ---------------------------------------------------------------------------------

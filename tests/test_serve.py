@@ -33,6 +33,7 @@ from nmt.core.errors import ConfigError, InputError, OutputError  # noqa: E402
 from nmt.inference.search import Hypothesis, SearchConfig  # noqa: E402
 from nmt.inference.translator import Translation  # noqa: E402
 from nmt.serve import Batcher, Overloaded, RequestError, ServeConfig, TooLarge, check_files  # noqa: E402
+from nmt.serve.batcher import PendingRequest  # noqa: E402
 
 # -- the batcher -------------------------------------------------------------------------------------
 
@@ -1236,16 +1237,23 @@ async def held_first_slice(model: Held, batcher: Batcher) -> None:
         await asyncio.sleep(0.01)
 
 
+async def big_request_held() -> tuple[Held, Batcher, PendingRequest]:
+    """A batcher of slices of 2, given an 8-line request (b0..b7), once its first slice is inside the engine call
+    that the returned model holds (until `model.release` is set)."""
+    model = Held()
+    batcher = Batcher(model, FAIR, slice_lines=2)
+    batcher.start()
+    big = batcher.submit([f"b{i}" for i in range(8)], BEAM4)
+    await held_first_slice(model, batcher)
+    return model, batcher, big
+
+
 def test_a_one_line_request_is_answered_between_the_slices_of_a_large_one():
     """8 lines in slices of 2; a one-line request comes while the first slice is translated: it has the next
     engine call to itself (no slice of a request begun joins a batch headed by one not begun), and is answered
     before the large request's last slice is translated."""
     async def main():
-        model = Held()
-        batcher = Batcher(model, FAIR, slice_lines=2)
-        batcher.start()
-        big = batcher.submit([f"b{i}" for i in range(8)], BEAM4)
-        await held_first_slice(model, batcher)
+        model, batcher, big = await big_request_held()
         small = batcher.submit(["s"], BEAM4)
         model.release.set()
         assert [t.text for t in await small.future] == ["S"]
@@ -1263,11 +1271,7 @@ def test_a_withdrawn_request_has_no_further_slice_translated():
     """The client of an 8-line request leaves during its first slice: that slice finishes, no other starts;
     its lines leave the queue's count at once."""
     async def main():
-        model = Held()
-        batcher = Batcher(model, FAIR, slice_lines=2)
-        batcher.start()
-        big = batcher.submit([f"b{i}" for i in range(8)], BEAM4)
-        await held_first_slice(model, batcher)
+        model, batcher, big = await big_request_held()
         assert batcher.queued_lines == 6
         assert not batcher.withdraw(big)  # a slice of it is being translated
         assert batcher.queued_lines == 0

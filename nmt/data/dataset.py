@@ -114,15 +114,20 @@ class Languages:
     def multilingual(self) -> bool:
         return len(self.pairs) > 1
 
+    def tagged(self, vocab_size: int) -> Languages:
+        """These languages with their targets' tags, when there are several: the ids after a tokenizer's
+        `vocab_size`, in the order of the targets."""
+        targets = list(dict.fromkeys(t for _, t in self.pairs))
+        tags = {t: vocab_size + i for i, t in enumerate(targets)} if len(targets) > 1 else {}
+        return Languages(self.pairs, tags)
+
     def sides(self) -> tuple[str, str]:
         """meta.json's src and tgt: each side's codes joined with "+" (en, de+fr+cs)."""
         return tuple("+".join(dict.fromkeys(p[i] for p in self.pairs)) for i in (0, 1))  # type: ignore[return-value]
 
 
-def languages_of(src: Optional[str], tgt: Optional[str], pairs: Sequence[str | tuple[str, str]],
-                 vocab_size: int) -> Languages:
-    """--src/--tgt, or the --pair values (SRC-TGT), checked; the tags of several targets take the ids after the
-    tokenizer's `vocab_size`, in the order of the targets."""
+def languages_of(src: Optional[str], tgt: Optional[str], pairs: Sequence[str | tuple[str, str]]) -> Languages:
+    """--src/--tgt, or the --pair values (SRC-TGT), checked (without tags: `Languages.tagged` adds them)."""
     if pairs and (src is not None or tgt is not None):
         raise ConfigError("give the languages either as `src` and `tgt` or as `pair` SRC-TGT (repeated), not both")
     if not pairs:
@@ -141,9 +146,7 @@ def languages_of(src: Optional[str], tgt: Optional[str], pairs: Sequence[str | t
         if pair in found:
             raise ConfigError(f"`pair` {'-'.join(pair)} is given twice")
         found.append((pair[0], pair[1]))
-    targets = list(dict.fromkeys(t for _, t in found))
-    tags = {t: vocab_size + i for i, t in enumerate(targets)} if len(targets) > 1 else {}
-    return Languages(tuple(found), tags)
+    return Languages(tuple(found), {})
 
 
 def _parts(prefix: str | Path, langs: Languages) -> list[Part]:
@@ -219,9 +222,9 @@ def prepare(
     check_range("`chunk_size`", chunk_size, 1, INT_MAX)
     out = Path(out)
     check_output_dir(out, "`out`")
-    languages_of(src, tgt, pairs, 0)  # the languages' errors before the tokenizer loads
+    given = languages_of(src, tgt, pairs)  # the languages' errors before the tokenizer loads
     tokenizer = from_file(bpe_model) if isinstance(bpe_model, (str, Path)) else bpe_model
-    langs = languages_of(src, tgt, pairs, tokenizer.vocab_size)
+    langs = given.tagged(tokenizer.vocab_size)
     splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
     parts = {name: _parts(prefix, langs) for name, prefix in splits.items()}  # fail early
 
