@@ -427,6 +427,10 @@ def templates(root: Path) -> dict[str, list]:
         "serve": ["serve", "-m", root / "model.pt", "--api-keys", root / "keys.txt", "--access-log", root / "new-access.log"],
         "export": ["export", root / "model.pt", root / "new-export"],
         "import marian": ["import", "marian", root / "marian", "--out", root / "new-imported.pt"],
+        "distill": ["distill", "-m", root / "model.pt", "--train", root / "text", "--src", "en", "--tgt", "de",
+                    "--out", root / "new-distilled"],
+        "shortlist": ["shortlist", "--model", root / "model.pt", "--data", root / "data", "--out",
+                      root / "new-shortlisted.pt"],
     }
 
 

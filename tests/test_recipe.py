@@ -54,3 +54,47 @@ def test_multi30k_recipe_shows_the_failing_steps_error(tmp_path):
     assert "failed (exit 1)" in r.stderr and "nmt download multi30k" in r.stderr
     assert "error: " in r.stderr and "not found in the --mirror directory" in r.stderr
     assert not (tmp_path / "out" / "bpe.model").exists()  # nothing after the failed step ran
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not SHARED_M30K.is_dir(), reason="needs ../shared/data/multi30k (the upstream files)")
+def test_student_recipe_distils_both_teachers_and_resumes(tmp_path):
+    """recipes/multi30k-student.sh on the teachers of a shrunken recipes/multi30k.sh run: both directions
+    distilled (the whole training corpus), a student trained, scored with CTranslate2 int8 and exported; a
+    rerun does nothing new."""
+    tiny = "--d-model 16 --heads 2 --layers 1 --d-ff 32 --valid-bleu-sentences 0 --max-time 0"
+    env = {**os.environ, "NMT": str(Path(sys.executable).parent / "nmt"), "MIRROR": str(SHARED_M30K),
+           "OMP_NUM_THREADS": "1", "BEAM": "2", "AVERAGE": "2",
+           "TRAIN_ARGS": f"--max-updates 4 --save-interval 2 {tiny}"}
+    out = tmp_path / "m30k"
+    teachers = subprocess.run(["bash", str(ROOT / "recipes/multi30k.sh"), str(out)], env=env, capture_output=True,
+                              text=True, timeout=900)
+    assert teachers.returncode == 0, teachers.stderr[-3000:]
+    # A teacher of 4 updates loops to its length limit: short outputs, kept whatever they are, so that the chain
+    # runs through (the checks and filters have tests of their own).
+    env.update(DISTILL_ARGS="--max-len-a 0 --max-len-b 6 --max-ratio 0 --max-repeats 0 --keep-copies",
+               PREPARE_ARGS="--max-ratio 1000 --min-len 1")
+    student = ["bash", str(ROOT / "recipes/multi30k-student.sh"), str(out)]
+    r = subprocess.run(student, env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["direction"] for row in rows] == ["en-de", "de-en"]
+    for row in rows:
+        assert row["distilled"]["lines"] == 29000
+        assert row["distilled"]["kept"] + sum(row["distilled"]["dropped"].values()) == 29000
+        assert row["distilled"]["engine"] == "ctranslate2 (int8)"
+        st = out / row["direction"] / "student"
+        assert (st / "ct2-int8" / "model.bin").is_file()
+        assert len((st / f"test.hyp.{row['direction'][-2:]}").read_text(encoding="utf-8").splitlines()) == 1000
+        assert [s["metric"] for s in row["scores"]["scores"]][:1] == ["BLEU 13a cased"]
+    again = subprocess.run(student, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [json.loads(line)["scores"] for line in again.stdout.splitlines()] == [row["scores"] for row in rows]
+
+
+def test_student_recipe_wants_its_teachers_first(tmp_path):
+    r = subprocess.run(["bash", str(ROOT / "recipes/multi30k-student.sh"), str(tmp_path / "none")],
+                       env={**os.environ, "NMT": str(Path(sys.executable).parent / "nmt")}, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "no teacher at" in r.stderr and "recipes/multi30k.sh" in r.stderr

@@ -1237,10 +1237,23 @@ async def held_first_slice(model: Held, batcher: Batcher) -> None:
         await asyncio.sleep(0.01)
 
 
-async def big_request_held() -> tuple[Held, Batcher, PendingRequest]:
+class HeldAtThird(Held):
+    """Held, and holds its third call too, until `third` is set: what happened before it can be looked at."""
+
+    def __init__(self):
+        super().__init__()
+        self.third = threading.Event()
+
+    def __call__(self, lines: list[str], search: SearchConfig) -> list[Translation]:
+        if len(self.calls) == 2:
+            assert self.third.wait(60)
+        return super().__call__(lines, search)
+
+
+async def big_request_held(model: Held | None = None) -> tuple[Held, Batcher, PendingRequest]:
     """A batcher of slices of 2, given an 8-line request (b0..b7), once its first slice is inside the engine call
-    that the returned model holds (until `model.release` is set)."""
-    model = Held()
+    that the returned model (`model`, or a new Held) holds (until `model.release` is set)."""
+    model = model or Held()
     batcher = Batcher(model, FAIR, slice_lines=2)
     batcher.start()
     big = batcher.submit([f"b{i}" for i in range(8)], BEAM4)
@@ -1253,18 +1266,22 @@ def test_a_one_line_request_is_answered_between_the_slices_of_a_large_one():
     engine call to itself (no slice of a request begun joins a batch headed by one not begun), and is answered
     before the large request's last slice is translated."""
     async def main():
-        model, batcher, big = await big_request_held()
+        model = HeldAtThird()
+        model, batcher, big = await big_request_held(model)
         small = batcher.submit(["s"], BEAM4)
         model.release.set()
-        assert [t.text for t in await small.future] == ["S"]
-        calls_when_small_answered = len(model.calls)
+        # The engine holds the large request's second slice: the small one is answered all the same (a wait for
+        # the large request's last slice would time out here).
+        assert [t.text for t in await asyncio.wait_for(small.future, 30)] == ["S"]
+        calls_when_small_answered = list(model.calls)
+        model.third.set()
         assert [t.text for t in await big.future] == [f"B{i}" for i in range(8)]
         await asyncio.get_running_loop().run_in_executor(None, batcher.close)
         return model.calls, calls_when_small_answered
 
-    calls, when = asyncio.run(main())
+    calls, before = asyncio.run(main())
     assert calls == [["b0", "b1"], ["s"], ["b2", "b3"], ["b4", "b5"], ["b6", "b7"]]
-    assert when < len(calls)  # answered before the large request's last slice was translated
+    assert before == [["b0", "b1"], ["s"]]  # answered before the large request's other slices were translated
 
 
 def test_a_withdrawn_request_has_no_further_slice_translated():

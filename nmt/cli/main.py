@@ -26,6 +26,7 @@ from nmt.cli.commands import (
     cmd_import,
     cmd_prepare,
     cmd_serve,
+    cmd_students,
     cmd_train,
     cmd_translate,
 )
@@ -118,9 +119,11 @@ COMMANDS: list[tuple[str, str, Callable[..., Any]]] = [
     ("average", cmd_average.EPILOG, cmd_average.average_command),
     ("translate", cmd_translate.EPILOG, cmd_translate.translate_command),
     ("eval", cmd_eval.EPILOG, cmd_eval.eval_command),
+    ("distill", cmd_students.DISTILL_EPILOG, cmd_students.distill_command),
     ("demo", cmd_demo.EPILOG, cmd_demo.demo_command),
     ("download", cmd_download.EPILOG, cmd_download.download_command),
     ("serve", cmd_serve.EPILOG, cmd_serve.serve_command),
+    ("shortlist", cmd_students.SHORTLIST_EPILOG, cmd_students.shortlist_command),
     ("export", cmd_export.EPILOG, cmd_export.export_command),
 ]
 for name, epilog, function in COMMANDS:

@@ -95,7 +95,8 @@ class TrainRunOptions(CommandOptions):
 
     data: Path = option(None, "Folder from `nmt prepare`.", required=True)
     out: Path = option(None, "Run folder: checkpoints and log; rerun to resume.", required=True)
-    preset: Optional[str] = option(None, "tiny, small, multi30k, base or big (default base; on resume: the run's).")
+    preset: Optional[str] = option(None, "tiny, small, multi30k, multi30k-student, student, base or big (default "
+                                   "base; on resume: the run's).")
     gpus: int = option(0, "GPUs of this machine, one worker process each (0: CPU). Under torchrun: >0 puts each "
                        "process on GPU LOCAL_RANK.")
     nproc: int = option(1, "CPU worker processes (gloo), for CPU training and tests.")
@@ -161,6 +162,32 @@ class EvalOptions(CommandOptions):
 
 
 @dataclass(frozen=True)
+class DistillOptions(CommandOptions):
+    """`nmt distill`: the teacher, the corpus it translates, how a translation is chosen and which are kept (its
+    search and engine are SearchConfig's and InferenceConfig's)."""
+
+    model: list[Path] = model_paths()
+    train: str = option(None, "Path prefix of the corpus: PREFIX.SRC is translated; PREFIX.TGT, the references, is "
+                        "needed by --interpolate only (plain, gzip, bzip2 or xz).", required=True)
+    src: str = option(None, "Source language suffix.", required=True)
+    tgt: str = option(None, "Target language suffix (and, a multilingual teacher, the target translated into).",
+                      required=True)
+    out: Path = option(None, "Folder for OUT/train.SRC and OUT/train.TGT (the corpus `nmt prepare --train OUT/train` "
+                       "reads), report.json and dropped.tsv; rerun to resume.", required=True)
+    interpolate: Literal["none", "chrf", "bleu"] = option(
+        "none", "chrf or bleu: of each line's --nbest hypotheses (default: the whole beam), keep the one closest to "
+        "the reference by sentence chrF or BLEU (Kim & Rush's sequence-level interpolation); none: the teacher's "
+        "best.")
+    chunk_lines: int = option(2000, "Lines translated per chunk: the unit of resumption.", low=1, high=INT_MAX)
+    max_ratio: float = option(3.0, "Drop a translation more than this many times longer or shorter (in words, plus "
+                              "one) than its source (0: keep all).", low=0.0, high=1e6)
+    max_repeats: int = option(3, "Drop a translation in which an n-gram of 1 to 4 words comes more than this many "
+                              "times in a row: the teacher looping (0: keep all).", low=0, high=INT_MAX)
+    keep_copies: bool = option(False, "Keep translations identical to their source (by default dropped: a teacher "
+                               "that copies has not translated).")
+
+
+@dataclass(frozen=True)
 class DemoOptions(CommandOptions):
     """`nmt demo`."""
 
@@ -215,3 +242,17 @@ class ImportMarianOptions(CommandOptions):
                                 "tokenizer_config.json, else its name, opus-mt-SRC-TGT).")
     tgt: Optional[str] = option(None, "Target language code (as --src); not for a multilingual model, whose "
                                 "targets are its >>xxx<< tokens (pick one when translating: --tgt-lang).")
+
+
+@dataclass(frozen=True)
+class ShortlistOptions(CommandOptions):
+    """`nmt shortlist`: a vocabulary shortlist learnt from a model's prepared data, attached to a copy of the model."""
+
+    model: Path = option(None, "Checkpoint (.pt) to attach the shortlist to.", required=True)
+    data: Path = option(None, "Folder from `nmt prepare` with the model's tokenizer: its train split is learnt from, "
+                        "its valid split measures the coverage.", required=True)
+    out: Path = option(None, "Checkpoint (.pt) to write: the model with its shortlist.", required=True)
+    top: int = option(50, "Target tokens allowed per source token (the likeliest by p(target | source)).", low=1,
+                      high=INT_MAX)
+    frequent: int = option(100, "Most frequent target tokens, always allowed (the special tokens besides).", low=0,
+                           high=INT_MAX)

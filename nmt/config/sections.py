@@ -193,6 +193,9 @@ class InferenceConfig:
                              aliases=("--max-batch-tokens",))
     batch_size: int = option(128, "Sentences per translation batch at most.", low=1, high=INT_MAX,
                              aliases=("--max-batch-sentences",))
+    shortlist: bool = option(True, "Restrict each batch's output to the model's vocabulary shortlist, where it has one "
+                             "(`nmt shortlist`); --no-shortlist translates with the whole vocabulary.",
+                             flag="--shortlist/--no-shortlist")
 
     def validate(self) -> InferenceConfig:
         check_fields(self)

@@ -26,6 +26,7 @@ from nmt.core.vocab import BOS, EOS, PAD
 from nmt.inference.ct2_export import (
     META_FILE,
     SPECIAL_TOKENS,
+    VMAP_FILE,
     ctranslate2_vocabulary,
     read_meta,
     require_ctranslate2,
@@ -64,6 +65,9 @@ def ctranslate2_options(cfg: SearchConfig, suppress_specials: bool = False) -> d
       batch and stops without EOS. Greedy search and sampling: each output is cut to its own limit and
       scored again (score_batch): the same as nmt's. Beam search: a sentence whose search reaches its
       limit can end otherwise, so CTranslate2Translator searches such sentences again with nmt.
+    - A vocabulary shortlist: use_vmap (`CTranslate2Translator.use_vmap`) restricts the output to the union of
+      the batch's candidates, as torch does; score_batch cannot, so an output it would score again is searched
+      again by nmt (float32: under other compute types, CTranslate2's output with its whole-vocabulary score).
     - Sampling: sampling_topk, sampling_topp and sampling_temperature mean what --topk, --topp and
       --temperature mean, but CTranslate2 draws other random numbers: other samples than nmt's.
     - The keywords of the decoding options (beam_size, num_hypotheses, sampling_*) come from
@@ -99,8 +103,10 @@ class Fallback:
         self.lock = threading.Lock()  # batches searched at once (--inter-threads) share it
         self.threads = torch.get_num_threads()
 
-    def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig,
-                     progress: ProgressFn = ignore) -> list[list[Hypothesis]]:
+    def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig, progress: ProgressFn = ignore,
+                     shortlist_of: Optional[list[list[int]]] = None) -> list[list[Hypothesis]]:
+        """Torch's search of `encoded`, its output restricted to the shortlist of `shortlist_of` (CTranslate2's
+        whole batch, whose candidates it searched with) or to none (None)."""
         with self.lock:
             if not self.sentences:  # said once: the one place where the engines' searches differ
                 progress(Progress("engine", message=f"note: {FALLBACK_NOTE}; the torch engine searches those"))
@@ -109,7 +115,7 @@ class Fallback:
             if self.engine is None:
                 self.engine = self.make()
             self.sentences += len(encoded)
-            return self.engine.with_search(cfg).search_batch(encoded, keys)
+            return self.engine.with_search(cfg).with_shortlist_of(shortlist_of).search_batch(encoded, keys)
 
 
 class CTranslate2Translator(BatchTranslator):
@@ -129,7 +135,8 @@ class CTranslate2Translator(BatchTranslator):
     def __init__(self, model_dir: Path, search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(),
                  device: str = "cpu", compute_type: str = "default", threads: int = 0, max_tokens: int = 4096,
                  max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = False,
-                 fallback: Optional[Callable[[], BatchTranslator]] = None, inter_threads: int = 1):
+                 fallback: Optional[Callable[[], BatchTranslator]] = None, inter_threads: int = 1,
+                 shortlist: bool = True):
         ct2 = require_ctranslate2()
         self.model_dir = model_dir = Path(model_dir)
         self.meta = meta = read_meta(model_dir)
@@ -151,6 +158,7 @@ class CTranslate2Translator(BatchTranslator):
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
         self.compute_type = compute_type
+        self.use_vmap = shortlist and (model_dir / VMAP_FILE).is_file()  # the checkpoint's shortlist, exported
         self.fallback = Fallback(fallback) if fallback is not None else None
         self.told = False  # FALLBACK_NOTE said where there is no fallback
         if self.search_cfg.sampling:
@@ -179,7 +187,8 @@ class CTranslate2Translator(BatchTranslator):
         src = torch_lengths(encoded)
         limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
         sources = [[self.vocab[t] for t in ids[:-1]] for ids in encoded]  # CTranslate2 adds </s>
-        out = self.engine.translate_batch(sources, max_decoding_length=max(limits) + 1, **self.options)
+        out = self.engine.translate_batch(sources, max_decoding_length=max(limits) + 1, use_vmap=self.use_vmap,
+                                          **self.options)
         results: list[list[Hypothesis]] = []
         again: set[int] = set()  # sentences whose search differs from nmt's: searched with nmt
         rescore: list[tuple[int, int]] = []  # (sentence, hypothesis) to score with nmt's forced EOS
@@ -200,6 +209,8 @@ class CTranslate2Translator(BatchTranslator):
                     rescore.append((row, len(hyps)))
                 hyps.append(Hypothesis(ids, 0.0, log_prob))
             results.append(hyps)
+        if self.use_vmap and not cfg.sampling:  # score_batch scores over the whole vocabulary, not the shortlist's
+            again.update(row for row, _ in rescore)
         if cfg.sampling and cfg.temperature != 1.0:  # CTranslate2 scores the tempered distribution
             rescore = [(row, j) for row, hyps in enumerate(results) for j in range(len(hyps))]
         if self.fallback is None or self.compute_type not in ("float32", "default") or cfg.sampling:
@@ -219,7 +230,7 @@ class CTranslate2Translator(BatchTranslator):
         if again and self.fallback is not None:
             rows = sorted(again)
             redone = self.fallback.search_batch([encoded[row] for row in rows], [keys[row] for row in rows], cfg,
-                                                self.progress)
+                                                self.progress, encoded if self.use_vmap else None)
             for row, hyps in zip(rows, redone):
                 ranked[row] = hyps
         return ranked

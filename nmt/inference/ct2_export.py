@@ -48,6 +48,7 @@ from nmt.core.errors import ConfigError, InputError, OutputError, one_line, ref
 from nmt.core.files import atomic_write, owned_prefix, remove_dead_leftovers
 from nmt.core.vocab import BOS, EOS, PAD, UNK
 from nmt.model import checkpoint
+from nmt.model.shortlist import Shortlist
 from nmt.text.tags import with_tags
 from nmt.text.tokenizer import Tokenizer, load_tokenizer, save_files
 
@@ -66,6 +67,7 @@ MANIFEST_FILE = "nmt_manifest.json"
 MANIFEST_FORMAT = "nmt-manifest"
 MANIFEST_VERSION = 1
 SPECIAL_TOKENS = {PAD: "<blank>", UNK: "<unk>", BOS: "<s>", EOS: "</s>"}
+VMAP_FILE = "vmap.txt"  # CTranslate2's vocabulary map: a checkpoint's shortlist (translate_batch's use_vmap)
 
 
 class NotExportable(ConfigError):
@@ -342,6 +344,9 @@ def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: P
     nmt's ids, the checkpoint's search defaults; and the size and sha256 of every file, to tell a damaged folder.
     Returns the size and sha256 of every file of `model_dir`, nmt_export.json included."""
     tokenizer = save_files(ckpt.tokenizer, model_dir)
+    if ckpt.shortlist is not None:
+        vocab = ctranslate2_vocabulary(with_tags(load_tokenizer(ckpt.tokenizer, str(model_path)), ckpt.data))
+        (model_dir / VMAP_FILE).write_text(vmap_text(ckpt.shortlist, vocab, model_path), encoding="utf-8")
     files = {p.name: file_record(p) for p in sorted(model_dir.iterdir()) if p.is_file()}
     meta = {
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "checkpoint": str(model_path),
@@ -355,6 +360,20 @@ def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: P
     }
     (model_dir / META_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
     return {**files, META_FILE: file_record(model_dir / META_FILE)}
+
+
+def vmap_text(shortlist: Shortlist, vocab: list[str], model_path: Path) -> str:
+    """vmap.txt, as CTranslate2's VocabularyMap reads it: a line `SOURCE<TAB>TARGET TARGET ...` per source token with
+    a row, and first the frequent tokens under the empty source (always candidates, as are <unk>, <s> and </s>)."""
+    rows, frequent = shortlist.rows(), shortlist.frequent.tolist()
+    used = {*frequent, *(s for s, row in enumerate(rows) if row), *(t for row in rows for t in row)}
+    spaced = next((vocab[i] for i in sorted(used) if vocab[i] != "".join(vocab[i].split())), None)
+    if spaced is not None:  # CTranslate2 splits lines at spaces: the map would mean other tokens
+        raise NotExportable(f"{model_path}: its shortlist names the token {spaced!r}, which vmap.txt cannot hold "
+                            "(white space); attach it again with `nmt shortlist`, which leaves such tokens out")
+    lines = ["\t" + " ".join(vocab[t] for t in frequent)]
+    lines += [vocab[s] + "\t" + " ".join(vocab[t] for t in row) for s, row in enumerate(rows) if row]
+    return "\n".join(lines) + "\n"
 
 
 def identity(checkpoint_sha256: str, quantization: Optional[str]) -> dict[str, Any]:

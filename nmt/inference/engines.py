@@ -153,13 +153,14 @@ def open_ctranslate2(paths: list[Path], search: Union[Overrides[SearchConfig], S
 
     def torch_engine() -> Translator:
         return Translator(paths, search_cfg, device=str(device), max_tokens=options.max_tokens,
-                          max_sentences=options.batch_size, progress=progress, precision=Precision.FP32)
+                          max_sentences=options.batch_size, progress=progress, precision=Precision.FP32,
+                          shortlist=options.shortlist)
 
     def load(folder: Path) -> CTranslate2Translator:
         return CTranslate2Translator(folder, search_cfg, device=device.type, compute_type=compute_type,
                                      threads=options.threads or torch.get_num_threads(), max_tokens=options.max_tokens,
                                      max_sentences=options.batch_size, progress=progress, fallback=torch_engine,
-                                     inter_threads=options.inter_threads)
+                                     inter_threads=options.inter_threads, shortlist=options.shortlist)
 
     try:
         return load(entry)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar, cast, overload
 
 import torch
 from torch import Tensor
@@ -58,6 +58,27 @@ class Decoder(Protocol[StateT]):
 
     def step(self, tokens: Tensor, state: StateT) -> Tensor:
         """Feed tokens (N,): log-probabilities of the next token (N, V); advances `state` in place."""
+
+
+class Restricted:
+    """A decoder (see `Decoder`) whose next token is one of `allowed` (C,) ids, a vocabulary shortlist's: the others'
+    log-probabilities are -inf and the allowed ones renormalised among themselves, the log_softmax of the allowed
+    logits (as CTranslate2 computes only their rows of the output projection)."""
+
+    def __init__(self, model: Decoder[Any], allowed: Tensor):
+        self.model, self.allowed = model, allowed
+        self.outside: Optional[Tensor] = None  # (V,) bool, made at the first step (V is the model's)
+
+    def start_decoding(self, src: Tensor) -> Any:
+        return self.model.start_decoding(src)
+
+    def step(self, tokens: Tensor, state: Any) -> Tensor:
+        log_probs = self.model.step(tokens, state)  # (N, V), a tensor of its own
+        if self.outside is None:
+            self.outside = torch.ones(log_probs.size(-1), dtype=torch.bool, device=log_probs.device)
+            self.outside[self.allowed.to(log_probs.device)] = False
+        log_probs.masked_fill_(self.outside, float("-inf"))
+        return log_probs.sub_(log_probs.logsumexp(-1, keepdim=True))
 
 
 @dataclass

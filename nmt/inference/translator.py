@@ -23,7 +23,7 @@ from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.vocab import EOS, PAD
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.heatmaps import AttentionMaps, alignments, attention_maps
-from nmt.inference.search import Decoder, Hypothesis, search
+from nmt.inference.search import Decoder, Hypothesis, Restricted, search
 from nmt.model import checkpoint
 from nmt.text.tags import with_tags
 from nmt.text.tokenizer import Tokenizer, load_tokenizer
@@ -70,6 +70,11 @@ class BatchTranslator:
         other = copy.copy(self)
         other.search_cfg = self.check_search(search_cfg)
         return other
+
+    def with_shortlist_of(self, sources: Optional[list[list[int]]]) -> BatchTranslator:
+        """The same engine with its output restricted to the vocabulary shortlist of `sources` (a whole batch of
+        another engine's, of which it searches some), or to none (None); an engine without a shortlist: itself."""
+        return self
 
     def with_direction(self, src: Optional[str], tgt: Optional[str], where: str = "the model") -> BatchTranslator:
         """The same model translating from `src` into `tgt` (None: the model's only one), a multilingual model's
@@ -151,9 +156,10 @@ class Translator(BatchTranslator):
     def __init__(self, model_path: Path | Sequence[Path],
                  search_cfg: SearchConfig | Overrides[SearchConfig] = Overrides(SearchConfig), device: str = "cpu",
                  max_tokens: int = 4096, max_sentences: int = 128, progress: ProgressFn = ignore,
-                 precision: Precision | str = Precision.FP32):
+                 precision: Precision | str = Precision.FP32, shortlist: bool = True):
         """`search_cfg`: the search, or the options given (Overrides; default: none) over the model's own
-        defaults (an imported model brings some) and nmt's."""
+        defaults (an imported model brings some) and nmt's. `shortlist`: restrict each batch's output to the
+        first checkpoint's vocabulary shortlist, where it has one (`nmt shortlist`)."""
         check_range(ref("max_tokens"), max_tokens, 1, INT_MAX)
         check_range(ref("batch_size"), max_sentences, 1, INT_MAX)
         self.device = torch.device(device)
@@ -173,6 +179,8 @@ class Translator(BatchTranslator):
                 raise CheckpointError(f"{path}: its model has {model.cfg.vocab_size} tokens but its tokenizer "
                                       f"{self.tokenizer.vocab_size}; the checkpoint is damaged")
         self.languages = ckpts[0].languages
+        self.shortlist = ckpts[0].shortlist if shortlist else None
+        self.shortlist_of: Optional[list[list[int]]] = None  # the sources of the shortlist (None: each batch's)
         self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
@@ -190,7 +198,8 @@ class Translator(BatchTranslator):
         if warning:
             progress(Progress("translate", message=warning))
         return cls(model_paths, search_cfg, device=str(device), max_tokens=options.max_tokens,
-                   max_sentences=options.batch_size, progress=progress, precision=options.requested_precision)
+                   max_sentences=options.batch_size, progress=progress, precision=options.requested_precision,
+                   shortlist=options.shortlist)
 
     def search_batch(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
         width = max(len(ids) for ids in encoded)
@@ -198,7 +207,15 @@ class Translator(BatchTranslator):
         for row, ids in enumerate(encoded):
             src[row, : len(ids)] = torch.tensor(ids)
         model: Decoder[Any] = self.model  # one model or an ensemble: each its own state type
+        if self.shortlist is not None:  # the union over the batch, as CTranslate2 takes it
+            sources = src if self.shortlist_of is None else torch.tensor([t for ids in self.shortlist_of for t in ids])
+            model = Restricted(model, self.shortlist.candidates(sources))
         return search(model, src.to(self.device), self.search_cfg, self.max_positions, keys=keys)
+
+    def with_shortlist_of(self, sources: Optional[list[list[int]]]) -> Translator:
+        other = copy.copy(self)
+        other.shortlist, other.shortlist_of = (None, None) if sources is None else (self.shortlist, sources)
+        return other
 
     def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
         """Cross-attention maps of `line` and one of its hypotheses (of one model, not an ensemble)."""

@@ -1,4 +1,4 @@
 """The network and its weights on disk: the Transformer, bottom-up (its layers in `layers`, the
-encoder-decoder model in `transformer`), its training loss (`loss`) and the typed, versioned `Checkpoint`
-(`checkpoint`).
+encoder-decoder model in `transformer`), its training loss (`loss`), the typed, versioned `Checkpoint`
+(`checkpoint`) and the vocabulary shortlist it may carry (`shortlist`).
 """

@@ -38,6 +38,7 @@ from nmt.config import (
 from nmt.core.errors import CheckpointError, ConfigError, DataError, InputError, OutputError
 from nmt.core.files import atomic_write, is_checkpoint_file, same_file  # noqa: F401 (re-exported)
 from nmt.core.identity import DataIdentity
+from nmt.model.shortlist import Shortlist
 from nmt.model.transformer import Transformer
 
 FORMAT = "nmt-checkpoint"
@@ -88,6 +89,7 @@ class Checkpoint:
     resumable: Optional[Resumable] = None
     search: Overrides[SearchConfig] = field(default_factory=lambda: Overrides(SearchConfig))  # translate's defaults
     averaged: list[str] = field(default_factory=list)  # the checkpoints averaged into this one
+    shortlist: Optional[Shortlist] = None  # the target tokens allowed per source token (`nmt shortlist`)
 
     @property
     def languages(self) -> tuple[str, str]:
@@ -114,6 +116,8 @@ class Checkpoint:
         }
         if self.averaged:
             payload["averaged"] = list(self.averaged)
+        if self.shortlist is not None:
+            payload["shortlist"] = self.shortlist.to_payload()
         if self.resumable is not None:
             payload.update(optimizer=self.resumable.optimizer, scaler=self.resumable.scaler, rng=self.resumable.rng)
         return payload
@@ -145,8 +149,10 @@ class Checkpoint:
         if all(k in payload for k in ("optimizer", "rng")):
             resumable = typed_resumable(payload, path)
         averaged = payload.get("averaged") or []
+        shortlist = (Shortlist.from_payload(payload["shortlist"], model_config.vocab_size, path)
+                     if "shortlist" in payload else None)
         return cls(model_config, train_config, data, payload["tokenizer"], payload["model"],
-                   typed_state(payload["state"], path), resumable, search, [str(a) for a in averaged])
+                   typed_state(payload["state"], path), resumable, search, [str(a) for a in averaged], shortlist)
 
 
 def typed_resumable(payload: dict[str, Any], path: Path | str) -> Resumable:

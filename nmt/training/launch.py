@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from nmt.config import ModelConfig, Overrides, TrainConfig, from_preset, overrides, to_dict
+from nmt.config import PRESETS, ModelConfig, Overrides, TrainConfig, from_preset, overrides, to_dict
 from nmt.core.errors import ConfigError, TrainingInterrupted, ref
 from nmt.core.files import LOCK_NAME, folder_lock, remove_stale_temporaries, same_file
 from nmt.core.identity import DataIdentity
@@ -167,6 +167,8 @@ def start_rank(job: TrainJob, comm: Comm, progress: ProgressFn, stop: StopSignal
         trainer.progress(Progress("train", message=f"resuming from {job.resume} (update {trainer.state.updates})"))
     elif job.train_cfg.init_from:
         trainer.progress(Progress("train", message=trainer.start_from(Path(job.train_cfg.init_from))))
+    elif job.preset is not None:
+        trainer.search = PRESETS[job.preset].search  # a student preset's greedy search goes into its checkpoints
     return trainer
 
 

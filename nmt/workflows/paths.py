@@ -117,10 +117,12 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
     "eval": CommandPaths({"save_hyp": FILE},
                          named=lambda p: [("--hyp", Path(h)) for h in p.get("hyp") or [] if h != "-"],
                          reads_stdin=eval_reads_stdin, prints=lambda p: True),
+    "distill": CommandPaths({"out": Writes(True)}, named=prefixed_files, prints=lambda p: True),
     "demo": CommandPaths({"out": Writes(True)}, prints=lambda p: True),
     "download": CommandPaths({"out": Writes(True)}, prints=lambda p: bool(p.get("list_") or p.get("verify"))),
     "serve": CommandPaths({"access_log": FILE}),  # appended to: never an input (a checkpoint, --api-keys)
     "export": CommandPaths({"out_dir": Writes(True)}),
+    "shortlist": CommandPaths({"out": FILE}),
     "import marian": CommandPaths({"out": FILE}, named=marian_files),
 }
 

@@ -1,0 +1,47 @@
+"""The commands that make a small, fast student of a teacher: `nmt distill` (the teacher's translations of a
+corpus, the student's training data) and `nmt shortlist` (a vocabulary shortlist attached to a checkpoint)."""
+
+from __future__ import annotations
+
+import json
+
+from nmt.cli.options import with_config_options
+from nmt.cli.stdio import write_stdout
+from nmt.config import InferenceConfig, Overrides, SearchConfig
+from nmt.config.command_options import DistillOptions, ShortlistOptions
+
+DISTILL_EPILOG = ("Example: nmt distill -m teacher.pt --train data/train --src en --tgt de --out distilled --beam 4  "
+                  "then: nmt prepare --train distilled/train --src en --tgt de ...")
+SHORTLIST_EPILOG = ("Example: nmt shortlist --model run/averaged.pt --data data --out run/shortlisted.pt --top 50 "
+                    "--frequent 100")
+
+
+@with_config_options({"given": DistillOptions, "search": SearchConfig, "inference": InferenceConfig})
+def distill_command(given: Overrides[DistillOptions], search: Overrides[SearchConfig],
+                    inference: Overrides[InferenceConfig]) -> None:
+    """Translate the source side of a training corpus with a teacher (a checkpoint, an ensemble, an imported
+    OPUS-MT model) into a distilled corpus for a student: CTranslate2 int8 where it can, resumable by chunk,
+    the n-best closest to the reference with --interpolate, the teacher's failures dropped and counted; prints
+    the report (JSON)."""
+    from nmt.cli.console import translation_progress
+    from nmt.core.files import count_lines, resolve_prefixed
+    from nmt.workflows.distill import distill
+    from nmt.workflows.threads import set_threads
+
+    o = given.apply()
+    set_threads(inference.get("threads", 0))
+    total = count_lines(resolve_prefixed(f"{o.train}.{o.src}"))  # a missing corpus fails before the model loads
+    with translation_progress(total) as report:
+        result = distill(o, search, inference, progress=report)
+    write_stdout(json.dumps(result, indent=2) + "\n")
+
+
+@with_config_options({"given": ShortlistOptions})
+def shortlist_command(given: Overrides[ShortlistOptions]) -> None:
+    """Learn which target tokens each source token needs (from the data's train split) and write the model with
+    that vocabulary shortlist: both engines then compute only those outputs (--no-shortlist: all)."""
+    from nmt.workflows.shortlisting import attach_shortlist
+
+    o = given.apply()
+    report = attach_shortlist(o.model, o.data, o.out, o.top, o.frequent)
+    write_stdout(json.dumps(report) + "\n")  # the result: one line of JSON

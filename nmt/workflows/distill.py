@@ -1,0 +1,237 @@
+"""`nmt distill` end to end: a teacher translates the source side of a corpus chunk by chunk (each chunk a file
+of its own, written whole: a killed run goes on from the first chunk missing), one translation is kept per line
+(the teacher's best, or the n-best one closest to the reference), and the pairs the teacher got wrong are
+dropped and counted; the distilled corpus appears, whole, once every chunk is done.
+
+OUT holds chunks/ (the translations), distill.json (who made them: teacher files, engine, search, source), then
+train.SRC and train.TGT, dropped.tsv (line, reason, source, translation) and report.json.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict
+from itertools import islice, repeat
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from nmt.config import InferenceConfig, Overrides, Precision, SearchConfig, flag_of
+from nmt.config.command_options import DistillOptions
+from nmt.core.errors import ConfigError, InputError, ref
+from nmt.core.files import (
+    atomic_write,
+    check_output_dir,
+    count_lines,
+    folder_lock,
+    read_lines,
+    remove_stale_temporaries,
+    resolve_prefixed,
+)
+from nmt.core.progress import Progress, ProgressFn, ignore
+from nmt.inference.conversions import checkpoint_digest
+from nmt.inference.ct2_export import file_sha256
+from nmt.inference.engines import Engine, open_engine
+from nmt.inference.interpolation import closest
+from nmt.inference.translator import Translation
+from nmt.text.teacher_checks import REASONS, TeacherChecks, failure
+from nmt.workflows.paths import check_distinct
+
+STATE = "distill.json"
+STATE_FORMAT = "nmt-distill"
+STATE_VERSION = 1
+CHUNKS = "chunks"
+REPORT = "report.json"
+DROPPED = "dropped.tsv"
+
+
+def distill(o: DistillOptions, search: Overrides[SearchConfig], inference: Overrides[InferenceConfig],
+            progress: ProgressFn = ignore, open_teacher: Callable[..., Engine] = open_engine) -> dict[str, Any]:
+    """Distil `o.train`.SRC with the teacher `o.model` into `o.out`; the report (also OUT/report.json)."""
+    check_distinct(ref("model"), o.model)
+    source, reference = corpus_files(o)
+    started = time.monotonic()
+    check_output_dir(o.out, ref("out"))
+    engine = teacher(open_teacher(o.model, teacher_search(search, o), teacher_inference(inference),
+                                  progress=progress), o)
+    with folder_lock(o.out):
+        chunks = o.out / CHUNKS
+        for folder in (o.out, chunks):  # a killed run's half-written files (the lock says none is running)
+            remove_stale_temporaries(folder)
+        keep_state(o.out, identity(o, engine, source, reference))
+        total = count_lines(source)
+        engine.progress = progress
+        translated = translate_chunks(engine, source, reference, o, total, progress)
+        report = assemble(o, source, chunks, total)
+        seconds = time.monotonic() - started
+        report.update(teacher=[str(m) for m in o.model], engine=describe_engine(engine),
+                      translated_now=translated, seconds=round(seconds, 1),
+                      sentences_per_second=round(translated / seconds, 1) if translated else None)
+        with atomic_write(o.out / REPORT, "w") as f:  # last: its presence says the corpus is whole
+            f.write(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def corpus_files(o: DistillOptions) -> tuple[Path, Optional[Path]]:
+    """PREFIX.SRC, and PREFIX.TGT where --interpolate needs the references; InputError for a missing one."""
+    source = resolve_prefixed(f"{o.train}.{o.src}")
+    if o.interpolate == "none":
+        return source, None
+    return source, resolve_prefixed(f"{o.train}.{o.tgt}")
+
+
+def teacher(engine: Engine, o: DistillOptions) -> Engine:
+    """The teacher translating --src into --tgt; ConfigError naming --src/--tgt for a direction it lacks."""
+    try:
+        return engine.with_direction(o.src, o.tgt, str(o.model[0]))
+    except ConfigError as e:
+        raise ConfigError(str(e).replace(ref("tgt_lang"), ref("tgt")).replace(ref("src_lang"), ref("src"))) from None
+
+
+def teacher_search(search: Overrides[SearchConfig], o: DistillOptions) -> Overrides[SearchConfig]:
+    """The search asked for; with --interpolate and no --nbest, the whole beam is the n-best."""
+    if o.interpolate == "none":
+        if search.get("nbest", 1) > 1:
+            raise ConfigError(f"{flag_of(SearchConfig, 'nbest')} {search.get('nbest')}: a distilled corpus keeps one "
+                              f"translation per line; add {ref('interpolate')} chrf to choose among them, or drop "
+                              f"{flag_of(SearchConfig, 'nbest')}")
+        return search
+    if "nbest" in search:
+        return search
+    if search.get("sampling"):
+        raise ConfigError(f"{ref('interpolate')} with {flag_of(SearchConfig, 'sampling')} chooses among the draws "
+                          f"of each line; give {flag_of(SearchConfig, 'nbest')} 2 or more")
+    beam = search.get("beam")
+    if beam == 1:
+        raise ConfigError(f"{ref('interpolate')} chooses among a beam search's hypotheses; give "
+                          f"{flag_of(SearchConfig, 'beam')} 2 or more")
+    return search | Overrides(SearchConfig, {"nbest": beam or SearchConfig().beam})
+
+
+def teacher_inference(inference: Overrides[InferenceConfig]) -> Overrides[InferenceConfig]:
+    """int8 on a CPU unless a number format is asked for: the fastest engine that can (CTranslate2 int8 for one
+    model; an ensemble runs on torch, whose int8 took 0.76x the CPU time of fp32 for an ensemble of two 4+4-layer
+    models at beam 6, docs/commands/distill.md)."""
+    if {"precision", "int8"} & set(inference.values) or inference.get("gpus", 0):
+        return inference
+    return inference | Overrides(InferenceConfig, {"precision": Precision.INT8})
+
+
+def identity(o: DistillOptions, engine: Engine, source: Path, reference: Optional[Path]) -> dict[str, Any]:
+    """What makes the chunks what they are: rerunning with anything else would mix two distillations."""
+    search = asdict(engine.search_cfg)
+    return {"format": STATE_FORMAT, "version": STATE_VERSION,
+            "teacher": [checkpoint_digest(m) for m in o.model],
+            "engine": describe_engine(engine), "search": search, "direction": f"{o.src}-{o.tgt}",
+            "source": file_sha256(source), "interpolate": o.interpolate,
+            "reference": file_sha256(reference) if reference else None, "chunk_lines": o.chunk_lines}
+
+
+def describe_engine(engine: Engine) -> str:
+    kind = getattr(engine, "compute_type", None) or getattr(engine, "precision", None)
+    return f"{engine.name} ({kind})" if kind else engine.name
+
+
+WHAT = {"teacher": "another teacher (--model)", "engine": "another engine or number format",
+        "search": "other search options", "direction": "another --src/--tgt", "source": "another source file",
+        "interpolate": "another --interpolate", "reference": "another reference file", "chunk_lines": "another "
+        "--chunk-lines", "format": "another nmt", "version": "another nmt"}
+
+
+def keep_state(out: Path, wanted: dict[str, Any]) -> None:
+    """Record `wanted` in OUT/distill.json, or check that the chunks already there were made so; ConfigError
+    naming what differs (never a corpus of two teachers)."""
+    path = out / STATE
+    if path.is_file() and any((out / CHUNKS).glob("*.txt")):
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise InputError(f"{path}: unreadable ({e}); delete {out / CHUNKS} and {path} to start over") from None
+        differs = [WHAT[k] for k in WHAT if not isinstance(found, dict) or found.get(k) != wanted[k]]
+        if differs:
+            raise ConfigError(f"{ref('out')} {out} holds translations made with {', '.join(differs)}; distil into "
+                              f"another {ref('out')}, or delete {out / CHUNKS} to start over")
+        return
+    with atomic_write(path, "w") as f:
+        f.write(json.dumps(wanted, indent=2) + "\n")
+
+
+def source_chunks(source: Path, reference: Optional[Path], size: int) -> Iterator[tuple[list[str], list[str]]]:
+    """(source lines, reference lines) `size` at a time; InputError when the files' lines do not pair up."""
+    sources = read_lines(source)
+    refs: Iterator[Optional[str]] = read_lines(reference) if reference else repeat(None)
+    while True:
+        lines = list(islice(sources, size))
+        wanted = list(islice(refs, len(lines) if lines else 1))
+        if len(wanted) < len(lines) or (reference and not lines and wanted):
+            raise InputError(f"{source} and {reference} differ in length; give a line-aligned corpus "
+                             f"({ref('train')})")
+        if not lines:
+            return
+        yield lines, [r or "" for r in wanted]
+
+
+def translate_chunks(engine: Engine, source: Path, reference: Optional[Path], o: DistillOptions, total: int,
+                     progress: ProgressFn) -> int:
+    """Translate each chunk not yet in OUT/chunks; how many lines were translated now."""
+    chunks = o.out / CHUNKS
+    chunks.mkdir(exist_ok=True)
+    translated = 0
+    for k, (lines, refs) in enumerate(source_chunks(source, reference, o.chunk_lines)):
+        first = k * o.chunk_lines
+        path = chunks / f"{k:06d}.txt"
+        if path.is_file():
+            progress(Progress("translate", done=first + len(lines), total=total, unit="sentences"))
+            continue
+        rows = [chosen(t, r, o.interpolate) for t, r in zip(engine.translate_chunk(lines, first), refs)]
+        with atomic_write(path, "w") as f:
+            f.writelines(f"{rank}\t{text}\n" for rank, text in rows)
+        translated += len(lines)
+    return translated
+
+
+def chosen(t: Translation, reference: str, metric: str) -> tuple[int, str]:
+    """(rank, text) of the translation kept of a line: the best, or the n-best one closest to `reference`."""
+    if metric == "none" or len(t.hypotheses) <= 1:
+        return 0, t.text
+    rank = closest([text for text, _ in t.hypotheses], reference, metric)
+    return rank, t.hypotheses[rank][0]
+
+
+def chunk_rows(chunks: Path, lines: int, size: int) -> Iterator[tuple[int, str]]:
+    """(rank, text) of every line, chunk after chunk; InputError for a chunk of the wrong length (edited)."""
+    for k in range((lines + size - 1) // size):
+        path = chunks / f"{k:06d}.txt"
+        rows = path.read_text(encoding="utf-8").split("\n")[:-1]
+        if len(rows) != min(size, lines - k * size):
+            raise InputError(f"{path}: {len(rows)} lines where {min(size, lines - k * size)} were written; delete "
+                             "it to translate that chunk again")
+        for row in rows:
+            rank, _, text = row.partition("\t")
+            yield int(rank) if rank.isdigit() else 0, text
+
+
+def assemble(o: DistillOptions, source: Path, chunks: Path, total: int) -> dict[str, Any]:
+    """Write OUT/train.SRC, OUT/train.TGT (the kept pairs) and OUT/dropped.tsv; the counts."""
+    checks = TeacherChecks(o.max_ratio, o.max_repeats, o.keep_copies)
+    dropped: Counter[str] = Counter()
+    not_best = kept = 0
+    with atomic_write(o.out / f"train.{o.src}", "w") as src_file, \
+            atomic_write(o.out / f"train.{o.tgt}", "w") as tgt_file, atomic_write(o.out / DROPPED, "w") as why:
+        for i, (line, (rank, text)) in enumerate(zip(read_lines(source), chunk_rows(chunks, total, o.chunk_lines))):
+            not_best += rank > 0
+            reason = failure(line, text, checks)
+            if reason:
+                dropped[reason] += 1
+                why.write(f"{i + 1}\t{reason}\t{' '.join(line.split())}\t{' '.join(text.split())}\n")
+                continue
+            src_file.write(line + "\n")
+            tgt_file.write(text + "\n")
+            kept += 1
+    report: dict[str, Any] = {"lines": total, "kept": kept, "dropped": {r: dropped[r] for r in REASONS},
+                              "corpus": str(o.out / "train"), "src": o.src, "tgt": o.tgt}
+    if o.interpolate != "none":
+        report["interpolation"] = {"metric": o.interpolate, "not_teacher_best": not_best}
+    return report
