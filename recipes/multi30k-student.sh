@@ -34,7 +34,7 @@ TRAIN_ARGS=${TRAIN_ARGS:-}
 
 RECIPE=multi30k-student
 # shellcheck source=recipes/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # log, logged
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # log, logged, each_direction
 
 for d in $DIRECTIONS; do
     if [ ! -s "$OUT/$d/averaged.pt" ]; then
@@ -67,18 +67,9 @@ student() {  # SRC TGT: distil, prepare, train, average, score and export the st
         logged "$st/export.log" $NMT export "$st/averaged.pt" "$st/ct2-int8" --quantization int8
 }
 
-pids=()
-for d in $DIRECTIONS; do
-    log "$d: distil, prepare, train the student (log: $OUT/$d/student/train.log), average, eval, export"
-    student "${d%-*}" "${d#*-}" &
-    pids+=("$!")
-done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-if [ "$status" != 0 ]; then
-    log "a direction failed; its logs are in $OUT/<direction>/student/*.log; rerun to resume"
-    exit 1
-fi
+# (not under `||`: that would turn set -e off inside the directions)
+each_direction student "distil, prepare, train the student (log: $OUT/{d}/student/train.log), average, eval, export" \
+    "$OUT/<direction>/student/*.log"  # a failure exits 1 (set -e)
 for d in $DIRECTIONS; do
     st="$OUT/$d/student"
     log "$d: student trained in $(cat "$st/train.seconds") s; test scores in $st/test.json"

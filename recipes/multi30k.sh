@@ -32,7 +32,7 @@ TRAIN_ARGS=${TRAIN_ARGS:-}
 
 RECIPE=multi30k
 # shellcheck source=recipes/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # log, logged
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # log, logged, each_direction
 
 mkdir -p "$OUT"
 log "download -> $OUT/raw"
@@ -62,18 +62,8 @@ direction() {  # SRC TGT: prepare, train, average, translate and score one direc
     mv "$dir/test.json.tmp" "$dir/test.json"  # a failed rerun keeps the previous scores
 }
 
-pids=()
-for d in $DIRECTIONS; do
-    log "$d: prepare, train (log: $OUT/$d/train.log), average, eval"
-    direction "${d%-*}" "${d#*-}" &
-    pids+=("$!")
-done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-if [ "$status" != 0 ]; then
-    log "a direction failed; its logs are in $OUT/<direction>/*.log; rerun to resume"
-    exit 1
-fi
+# (not under `||`: that would turn set -e off inside the directions)
+each_direction direction "prepare, train (log: $OUT/{d}/train.log), average, eval" "$OUT/<direction>/*.log"  # fails: exit 1
 for d in $DIRECTIONS; do
     log "$d: trained in $(cat "$OUT/$d/train.seconds") s; test scores in $OUT/$d/test.json"
     echo "{\"direction\": \"$d\", \"train_seconds\": $(cat "$OUT/$d/train.seconds"), \"scores\": $(tr -d '\n' <"$OUT/$d/test.json")}"

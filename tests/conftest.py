@@ -11,10 +11,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gzip
+import importlib.util
 import os
 import random
 import shutil
+import sys
 import tempfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +79,20 @@ def one_torch_thread_again() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def benchmark_script(name: str) -> Iterator[types.ModuleType]:
+    """benchmarks/NAME.py imported as a module (benchmarks/ is not a package), named NAME while the body runs."""
+    spec = importlib.util.spec_from_file_location(name, SAMPLE_DIR.parent.parent / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
 
 
 def prepare_sample(root: Path, n_train: int, n_valid: int, vocab_size: int = 300) -> Path:

@@ -4,26 +4,17 @@ search becomes (no model is loaded here)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def students():
-    """The script, imported as a module (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("students", ROOT / "benchmarks" / "students.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    """The script, imported as a module."""
+    with benchmark_script("students") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_a_system_is_a_name_a_checkpoint_and_typed_search_options(students):

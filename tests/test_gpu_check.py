@@ -6,28 +6,18 @@ Nothing here runs on a GPU: the GPU mode runs the same code with more work and m
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    """The script, imported as a module (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    """The script, imported as a module."""
+    with benchmark_script("gpu_check") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def summary_table(report: str) -> dict[str, str]:

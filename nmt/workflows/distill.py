@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict
-from itertools import islice, repeat
+from itertools import islice, repeat, zip_longest
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -48,8 +48,10 @@ DROPPED = "dropped.tsv"
 
 
 def distill(o: DistillOptions, search: Overrides[SearchConfig], inference: Overrides[InferenceConfig],
-            progress: ProgressFn = ignore, open_teacher: Callable[..., Engine] = open_engine) -> dict[str, Any]:
-    """Distil `o.train`.SRC with the teacher `o.model` into `o.out`; the report (also OUT/report.json)."""
+            progress: ProgressFn = ignore, open_teacher: Callable[..., Engine] = open_engine,
+            total: Optional[int] = None) -> dict[str, Any]:
+    """Distil `o.train`.SRC with the teacher `o.model` into `o.out`; the report (also OUT/report.json). `total`: the
+    source's lines, where the caller has counted them already."""
     check_distinct(ref("model"), o.model)
     source, reference = corpus_files(o)
     started = time.monotonic()
@@ -61,7 +63,7 @@ def distill(o: DistillOptions, search: Overrides[SearchConfig], inference: Overr
         for folder in (o.out, chunks):  # a killed run's half-written files (the lock says none is running)
             remove_stale_temporaries(folder)
         keep_state(o.out, identity(o, engine, source, reference))
-        total = count_lines(source)
+        total = count_lines(source) if total is None else total
         engine.progress = progress
         translated = translate_chunks(engine, source, reference, o, total, progress)
         report = assemble(o, source, chunks, total)
@@ -159,18 +161,14 @@ def keep_state(out: Path, wanted: dict[str, Any]) -> None:
 
 
 def source_chunks(source: Path, reference: Optional[Path], size: int) -> Iterator[tuple[list[str], list[str]]]:
-    """(source lines, reference lines) `size` at a time; InputError when the files' lines do not pair up."""
-    sources = read_lines(source)
-    refs: Iterator[Optional[str]] = read_lines(reference) if reference else repeat(None)
-    while True:
-        lines = list(islice(sources, size))
-        wanted = list(islice(refs, len(lines) if lines else 1))
-        if len(wanted) < len(lines) or (reference and not lines and wanted):
+    """(source lines, reference lines: "" without references) `size` at a time; InputError when the files' lines
+    do not pair up."""
+    pairs = zip_longest(read_lines(source), read_lines(reference)) if reference else zip(read_lines(source), repeat(""))
+    while chunk := list(islice(pairs, size)):
+        if any(line is None for pair in chunk for line in pair):  # zip_longest ran past the shorter file
             raise InputError(f"{source} and {reference} differ in length; give a line-aligned corpus "
                              f"({ref('train')})")
-        if not lines:
-            return
-        yield lines, [r or "" for r in wanted]
+        yield [s for s, _ in chunk], [r for _, r in chunk]
 
 
 def translate_chunks(engine: Engine, source: Path, reference: Optional[Path], o: DistillOptions, total: int,

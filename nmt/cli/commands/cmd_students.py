@@ -32,7 +32,7 @@ def distill_command(given: Overrides[DistillOptions], search: Overrides[SearchCo
     set_threads(inference.get("threads", 0))
     total = count_lines(resolve_prefixed(f"{o.train}.{o.src}"))  # a missing corpus fails before the model loads
     with translation_progress(total) as report:
-        result = distill(o, search, inference, progress=report)
+        result = distill(o, search, inference, progress=report, total=total)
     write_stdout(json.dumps(result, indent=2) + "\n")
 
 
