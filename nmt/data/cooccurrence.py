@@ -34,14 +34,15 @@ def frequent_targets(data: ParallelDataset, count: int) -> np.ndarray:
     return np.array([*SPECIALS, *found], np.int32)
 
 
-def sentence_pairs(data: ParallelDataset, allowed: np.ndarray) -> Iterator[np.ndarray]:
+def sentence_pairs(data: ParallelDataset, allowed: np.ndarray, src_count: np.ndarray) -> Iterator[np.ndarray]:
     """Keys s * V + t of each pair's distinct (source id, target id) with t not `allowed` already, in chunks of
-    about CHUNK_PAIRS."""
+    about CHUNK_PAIRS; adds 1 to `src_count` (V,) for each source id of each pair (c(s), in the same pass)."""
     vocab = int(data.meta["vocab_size"])
     keys: list[np.ndarray] = []
     size = 0
     for i in range(len(data)):
         src, tgt = (np.unique(side.astype(np.int64)) for side in data[i])
+        src_count[src] += 1
         src, tgt = src[src >= len(SPECIALS)], tgt[~allowed[tgt]]  # no rows for the specials (never sources)
         if src.size and tgt.size:
             keys.append((src[:, None] * vocab + tgt[None, :]).reshape(-1))
@@ -63,13 +64,11 @@ def learn_shortlist(data: ParallelDataset, top: int, frequent: int) -> tuple[np.
     allowed = np.zeros(vocab, bool)
     allowed[always] = True
     keys, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    for chunk in sentence_pairs(data, allowed):  # merge each chunk's counts into the running ones
+    src_count = np.zeros(vocab, np.int64)  # c(s): sentences holding s
+    for chunk in sentence_pairs(data, allowed, src_count):  # merge each chunk's counts into the running ones
         keys, inverse = np.unique(np.concatenate([keys, chunk]), return_inverse=True)
         counts = np.bincount(inverse, np.concatenate([counts, np.ones(chunk.size, np.int64)])).astype(np.int64)
     src, tgt = keys // vocab, keys % vocab
-    src_count = np.zeros(vocab, np.int64)  # c(s): sentences holding s
-    for i in range(len(data)):
-        src_count[np.unique(data[i][0].astype(np.int64))] += 1
     p = counts / np.maximum(src_count[src], 1)
     order = np.lexsort((tgt, -p, src))  # by source, then p(t|s) down, then the smaller target id
     src, tgt = src[order], tgt[order]

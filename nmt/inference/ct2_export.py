@@ -362,12 +362,17 @@ def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: P
     return {**files, META_FILE: file_record(model_dir / META_FILE)}
 
 
+def holds_space(token: str) -> bool:
+    """Whether `token` holds white space, which vmap.txt cannot name (CTranslate2 splits its lines at spaces)."""
+    return token != "".join(token.split())
+
+
 def vmap_text(shortlist: Shortlist, vocab: list[str], model_path: Path) -> str:
     """vmap.txt, as CTranslate2's VocabularyMap reads it: a line `SOURCE<TAB>TARGET TARGET ...` per source token with
     a row, and first the frequent tokens under the empty source (always candidates, as are <unk>, <s> and </s>)."""
     rows, frequent = shortlist.rows(), shortlist.frequent.tolist()
     used = {*frequent, *(s for s, row in enumerate(rows) if row), *(t for row in rows for t in row)}
-    spaced = next((vocab[i] for i in sorted(used) if vocab[i] != "".join(vocab[i].split())), None)
+    spaced = next((vocab[i] for i in sorted(used) if holds_space(vocab[i])), None)
     if spaced is not None:  # CTranslate2 splits lines at spaces: the map would mean other tokens
         raise NotExportable(f"{model_path}: its shortlist names the token {spaced!r}, which vmap.txt cannot hold "
                             "(white space); attach it again with `nmt shortlist`, which leaves such tokens out")

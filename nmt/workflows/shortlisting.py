@@ -14,7 +14,7 @@ from nmt.core.errors import ConfigError, ref
 from nmt.core.files import same_file
 from nmt.data.cooccurrence import NONE, learn_shortlist
 from nmt.data.dataset import ParallelDataset, data_identity
-from nmt.inference.ct2_export import ctranslate2_vocabulary
+from nmt.inference.ct2_export import ctranslate2_vocabulary, holds_space
 from nmt.model import checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.text.tags import with_tags
@@ -37,7 +37,7 @@ def check_fits(ckpt: checkpoint.Checkpoint, model: Path, data: Path) -> None:
 def without_spaced_tokens(table: np.ndarray, frequent: np.ndarray, vocab: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """The table and frequent ids without the tokens whose name holds white space: CTranslate2's vmap.txt cannot
     name them, and both engines must restrict alike."""
-    spaced = np.array([token != "".join(token.split()) for token in vocab] + [False])  # [-1]: NONE
+    spaced = np.array([holds_space(token) for token in vocab] + [False])  # [-1]: NONE
     table = np.where(spaced[table], NONE, table)
     table[spaced[:-1]] = NONE
     order = np.argsort(table == NONE, axis=1, kind="stable")  # each row's ids first, in their order
