@@ -24,8 +24,8 @@ import torch
 
 from nmt.config import InferenceConfig, overrides
 from nmt.core.files import read_lines
-from nmt.inference.documents import Documents
-from nmt.inference.engines import open_engine
+from nmt.documents.texts import Documents
+from nmt.engines.choice import open_engine
 
 
 def main() -> None:

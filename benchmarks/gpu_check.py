@@ -80,8 +80,8 @@ import nmt
 from nmt.compute.device import native_bf16
 from nmt.core.errors import NmtError
 from nmt.core.files import atomic_write, check_output_file, read_lines
-from nmt.inference.evaluate import bleu
 from nmt.model import checkpoint
+from nmt.scoring import bleu
 from nmt.workflows.demo import SAMPLE_DIR, SRC, TGT, VOCAB_SIZE
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"

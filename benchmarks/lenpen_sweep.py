@@ -5,7 +5,7 @@ Run by hand (results go to docs/benchmarks-translate.md):
     .venv/bin/python benchmarks/lenpen_sweep.py --model run/averaged.pt --src valid.en --ref valid.de
 
 One beam search gives every answer: the finished hypotheses a beam search keeps (the K likeliest) do not
-depend on the length penalty, which only ranks them (nmt.inference.search.best_hypotheses), so the search runs once
+depend on the length penalty, which only ranks them (nmt.engines.search.best_hypotheses), so the search runs once
 with --nbest K and each (penalty, alpha) picks its best among the same K hypotheses: exactly what
 `nmt translate --lenpen-type TYPE --lenpen ALPHA` outputs. BLEU: sacreBLEU 13a, cased.
 """
@@ -34,8 +34,8 @@ def main() -> None:
     from sacrebleu.metrics import BLEU
 
     from nmt.config import InferenceConfig, Overrides, SearchConfig
-    from nmt.inference.engines import open_engine
-    from nmt.inference.search import length_penalty
+    from nmt.engines.choice import open_engine
+    from nmt.engines.search import length_penalty
 
     torch.set_num_threads(args.threads)
     lines = args.src.read_text(encoding="utf-8").splitlines()

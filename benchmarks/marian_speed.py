@@ -128,7 +128,7 @@ class Nmt:
 
     def __init__(self, model: Path, engine: str, precision: str, threads: int):
         from nmt.config import InferenceConfig, Overrides, SearchConfig
-        from nmt.inference.engines import open_engine
+        from nmt.engines.choice import open_engine
 
         self.name = f"nmt-{precision}" if engine == "torch" else f"nmt-{engine}-{precision}"
         self.translator = open_engine([model], Overrides(SearchConfig), Overrides(InferenceConfig, {

@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from nmt.config import InferenceConfig, overrides
-from nmt.inference.documents import Documents
-from nmt.inference.engines import open_engine
+from nmt.documents.texts import Documents
+from nmt.engines.choice import open_engine
 from nmt.text.sentences import split_sentences
 
 

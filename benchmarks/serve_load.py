@@ -69,7 +69,7 @@ MODEL_ALONE = """
 import sys, time, torch
 from pathlib import Path
 from nmt.config import InferenceConfig, Overrides, SearchConfig
-from nmt.inference.engines import open_engine
+from nmt.engines.choice import open_engine
 torch.set_num_threads(int(sys.argv[2]))
 tr = open_engine([Path(sys.argv[1])], Overrides(SearchConfig), Overrides(InferenceConfig, {"engine": sys.argv[3], "threads": int(sys.argv[2])}))
 lines = sys.stdin.read().splitlines()
@@ -94,8 +94,8 @@ CT2_ONE = """
 import statistics, sys, time
 from pathlib import Path
 import ctranslate2
-from nmt.inference.conversions import converted
-from nmt.inference.ct2_export import ctranslate2_vocabulary, read_meta
+from nmt.engines.conversions import converted
+from nmt.engines.ct2_export import ctranslate2_vocabulary, read_meta
 from nmt.text.tokenizer import load_tokenizer, read_files
 folder = converted(Path(sys.argv[1]))
 tok = load_tokenizer(read_files(folder, read_meta(folder).get("tokenizer")), str(folder))
@@ -125,7 +125,7 @@ BATCHING = """
 import json, statistics, sys, threading, time, asyncio
 from pathlib import Path
 from nmt.config import InferenceConfig, Overrides, SearchConfig, ServeConfig
-from nmt.inference.engines import open_engine
+from nmt.engines.choice import open_engine
 from nmt.serve.batcher import Batcher
 from nmt.serve.backend import translate_function
 model, threads, clients = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -264,7 +264,7 @@ def main() -> None:
 
     sentences = read_sentences(args.src or args.data / "test_2016_flickr.en.gz", args.sentences)
     if "ctranslate2" in args.engines:
-        from nmt.inference.conversions import converted
+        from nmt.engines.conversions import converted
 
         converted(args.model)  # made before the servers start, as a second use finds it
     plans: dict[str, tuple[str, Path | None]] = {engine: (engine, None) for engine in args.engines}

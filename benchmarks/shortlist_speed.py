@@ -30,12 +30,12 @@ from nmt.config import SearchConfig, from_preset
 from nmt.core.identity import DataIdentity
 from nmt.core.vocab import EOS
 from nmt.data.dataset import prepare
-from nmt.inference.ct2_engine import CTranslate2Translator
-from nmt.inference.ct2_export import export_ctranslate2
+from nmt.distillation.shortlisting import attach_shortlist
+from nmt.engines.ct2_engine import CTranslate2Engine
+from nmt.engines.ct2_export import export_ctranslate2
 from nmt.model import checkpoint
 from nmt.model.transformer import Transformer
 from nmt.text.tokenizer import digest, train_tokenizer
-from nmt.workflows.shortlisting import attach_shortlist
 
 SAMPLE = Path(__file__).resolve().parents[1] / "nmt" / "sample_data"
 
@@ -79,7 +79,7 @@ def timed(folder: Path, cfg: SearchConfig, lines: list[str], shortlist: bool, re
           batch: int) -> tuple[float, float]:
     """Median seconds to translate `lines` in batches of at most `batch` and the mean output length in tokens.
     (The shortlist of a batch is the union of its sentences': the smaller the batch, the fewer outputs.)"""
-    engine = CTranslate2Translator(folder, cfg, compute_type="int8", threads=1, shortlist=shortlist, max_sentences=batch,
+    engine = CTranslate2Engine(folder, cfg, compute_type="int8", threads=1, shortlist=shortlist, max_sentences=batch,
                                    suppress_specials=True)  # a random model's PAD and BOS
     times, out = [], []
     for _ in range(repeats):

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from nmt.config import SearchConfig
-    from nmt.inference.engines import Engine
+    from nmt.engines.base import Engine
 
 CLOCKS = ("cpu", "wall")
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
@@ -190,7 +190,7 @@ def read_lines(path: Path) -> list[str]:
 def open_system(system: System, threads: int) -> Engine:
     """The system's checkpoint on nmt's CTranslate2 engine, int8, `threads` threads, its search."""
     from nmt.config import InferenceConfig, Overrides, SearchConfig
-    from nmt.inference.engines import open_engine
+    from nmt.engines.choice import open_engine
 
     return open_engine([system.path], Overrides(SearchConfig, system.search),
                        Overrides(InferenceConfig, {"engine": "ctranslate2", "int8": True, "threads": threads}))
@@ -199,7 +199,7 @@ def open_system(system: System, threads: int) -> Engine:
 def int8_megabytes(path: Path, folder: Path) -> float:
     """MB of the folder `nmt export --format ctranslate2 --quantization int8` writes for the checkpoint (into
     `folder`, which must not hold anything yet)."""
-    from nmt.inference.ct2_export import export_ctranslate2
+    from nmt.engines.ct2_export import export_ctranslate2
 
     return export_ctranslate2(path, folder, quantization="int8").megabytes
 
@@ -247,7 +247,7 @@ def seconds_text(seconds: dict[str, float]) -> str:
 
 def scores(hyps: list[str], refs: list[str]) -> dict[str, Any]:
     """BLEU (13a, cased) and chrF as `nmt eval` computes them, with their sacreBLEU signatures."""
-    from nmt.inference.evaluate import score
+    from nmt.scoring import score
 
     found = {s.metric: s for s in score(hyps, refs, "the translations", "--ref")}
     return {"bleu": found["BLEU 13a cased"].score, "chrf": found["chrF"].score,

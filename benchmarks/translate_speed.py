@@ -85,7 +85,7 @@ class Direct:
                  max_len_a: float = 1.5, max_len_b: int = 10):
         import ctranslate2
 
-        from nmt.inference.ct2_export import ctranslate2_vocabulary, read_meta
+        from nmt.engines.ct2_export import ctranslate2_vocabulary, read_meta
         from nmt.text.tokenizer import load_tokenizer, read_files
 
         self.tokenizer = load_tokenizer(read_files(folder, read_meta(folder).get("tokenizer")), str(folder))
@@ -97,8 +97,8 @@ class Direct:
         self.a, self.b = max_len_a, max_len_b
 
     def translate_chunk(self, lines: list[str]) -> list:
-        from nmt.inference.search import Hypothesis
-        from nmt.inference.translator import Translation
+        from nmt.engines.base import Translation
+        from nmt.engines.search import Hypothesis
 
         pieces = [[self.vocab[i] for i in ids] for ids in self.tokenizer.encode(lines, side="source")]
         limit = int(self.a * max(len(p) for p in pieces)) + self.b
@@ -123,17 +123,17 @@ def measure(args) -> dict:
         translator = Direct(Path(args.ct2), "int8" if engine == "ct2-int8" else "float32", args.threads, args.beam,
                             args.lenpen, args.batch_size)
     elif engine.startswith("nmt-ct2") or (engine in ("nmt-fp32", "nmt-bf16", "nmt-int8") and not args.worker.endswith(BASE)):
-        from nmt.inference.engines import open_engine
+        from nmt.engines.choice import open_engine
 
         inference = {"engine": "ctranslate2" if engine.startswith("nmt-ct2") else "torch", "threads": args.threads,
                      "max_tokens": args.max_tokens, "batch_size": args.batch_size,
                      "precision": {"nmt-bf16": "bf16"}.get(engine, "fp32"), "int8": engine.endswith("int8")}
         translator = open_engine([Path(args.model)], Overrides(SearchConfig, search), Overrides(InferenceConfig, inference))
     else:  # the baseline tree (an nmt before `open_engine`), or an engine nmt does not offer
-        from nmt.inference.translator import Translator
+        from nmt.engines.torch_engine import TorchEngine
 
         precision = {"nmt-bf16": "bf16", "nmt-int8": "int8"}.get(engine, "fp32")
-        translator = Translator(Path(args.model), SearchConfig(**search), max_tokens=args.max_tokens,
+        translator = TorchEngine(Path(args.model), SearchConfig(**search), max_tokens=args.max_tokens,
                                 max_sentences=args.batch_size, precision=precision)
         if engine == "nmt-nocache":
             translator.model = NoCache(translator.model)
@@ -240,7 +240,7 @@ def main() -> None:
         p.error("--model is required")
     engines = with_baseline(args.engines, args)
     sweep_engines = with_baseline(args.sweep_engines, args) if args.batch_sizes else []
-    from nmt.inference.conversions import converted
+    from nmt.engines.conversions import converted
 
     entry = converted(args.model)  # before the rounds: the nmt-ct2 runs find it made, as a second use does
     args.ct2 = args.ct2 or entry

@@ -1,7 +1,7 @@
 """The Python API: `nmt.load(...)` opens a checkpoint (or an ensemble) on the torch or the CTranslate2 engine and
 gives a `Translator`, whose `translate(texts)` returns one string per text; `translate_results(texts)` returns a
 `Result` per text, with its score and n-best `Candidate`s. Each text is cut into sentences (or, with
-format="html", read as an HTML document whose tags are kept) by `nmt.inference.documents.Documents`, as
+format="html", read as an HTML document whose tags are kept) by `nmt.documents.texts.Documents`, as
 `nmt translate` does, and gives the same translations.
 
 The library never prints: errors are `nmt.core.errors.NmtError`s whose messages name the keyword arguments at
@@ -25,9 +25,9 @@ from nmt.config.flags import as_fields
 from nmt.core.errors import ConfigError, InputError, NmtError, ref
 from nmt.core.files import check_input_file
 from nmt.core.progress import Progress, ProgressFn
-from nmt.inference.documents import Documents, Format, TextTranslation, check_format
-from nmt.inference.engines import open_engine
-from nmt.inference.translator import BatchTranslator
+from nmt.documents.texts import Documents, Format, TextTranslation, check_format
+from nmt.engines.base import BatchEngine
+from nmt.engines.choice import open_engine
 from nmt.workflows.threads import set_threads
 
 if TYPE_CHECKING:  # PEP 692 (typed **kwargs): for type checkers only, so Python 3.9 runs this module as it is
@@ -172,7 +172,7 @@ class Translator:
     """A model ready to translate (from `nmt.load`). Its calls may run in several threads at once: each
     translates with its own copy of the engine's settings, the model itself being shared (read only)."""
 
-    def __init__(self, engine: BatchTranslator, split: bool = True, format: Format = "text",
+    def __init__(self, engine: BatchEngine, split: bool = True, format: Format = "text",
                  progress: Optional[ProgressFn] = None, src_lang: Optional[str] = None,
                  tgt_lang: Optional[str] = None):
         with python_names():
@@ -250,7 +250,7 @@ class Translator:
             return list(documents.translate(chunks_of(items, CHUNK)))
 
     def _variant(self, search: Mapping[str, Any], batch_size: Optional[int],
-                 max_tokens: Optional[int]) -> BatchTranslator:
+                 max_tokens: Optional[int]) -> BatchEngine:
         """A copy of the engine with this call's settings (cheap: the model is shared): a call's batch sizes,
         search and progress are its own, whatever other threads do."""
         base = self._engine.search_cfg
@@ -297,5 +297,5 @@ def load(model: Union[ModelPath, Sequence[ModelPath]], *, engine: Literal["auto"
                                                   batch_size=batch_size, max_tokens=max_tokens)).apply()
         set_threads(options.threads)
         opened = open_engine(paths, Overrides(SearchConfig, dict(search)), options, progress=report)
-    assert isinstance(opened, BatchTranslator), "both engines are BatchTranslators"
+    assert isinstance(opened, BatchEngine), "both engines are BatchTranslators"
     return Translator(opened, split, format, progress, src_lang, tgt_lang)

@@ -94,7 +94,7 @@ def find_cycle(g: dict[str, set[str]]) -> list[str]:
 
 def test_the_graph_is_read_from_the_sources():
     g = graph()
-    assert "nmt.model.transformer" in g["nmt.inference.search"] or "nmt.core.vocab" in g["nmt.inference.search"]  # the walker sees imports
+    assert "nmt.model.transformer" in g["nmt.engines.search"] or "nmt.core.vocab" in g["nmt.engines.search"]  # the walker sees imports
     assert "nmt.training.trainer" in g["nmt.training.launch"] and "nmt.core.errors" in g["nmt.cli.main"]  # cli's errors import is top-level
     assert "nmt.training.launch" in g["nmt.cli.commands.cmd_train"]  # ... and cli's are inside its command functions
     assert "nmt.download" in g["nmt.cli.commands.cmd_download"] and "nmt.download.fetch" in g["nmt.download.store"]  # subpackages
@@ -142,26 +142,32 @@ def test_no_import_cycles():
 LAYERS: dict[str, set[str]] = {
     "nmt.core": set(),
     "nmt.config": {"nmt.core"},
+    "nmt.scoring": {"nmt.core"},
     "nmt.text": {"nmt.core", "nmt.config"},
     "nmt.download": {"nmt.core", "nmt.config"},
     "nmt.data": {"nmt.core", "nmt.config", "nmt.text"},
     "nmt.model": {"nmt.core", "nmt.config"},
     "nmt.compute": {"nmt.core", "nmt.config", "nmt.model"},
-    "nmt.inference": {"nmt.core", "nmt.config", "nmt.text", "nmt.model", "nmt.compute"},
-    "nmt.training": {"nmt.core", "nmt.config", "nmt.text", "nmt.data", "nmt.model", "nmt.compute",
-                     "nmt.inference"},
+    "nmt.engines": {"nmt.core", "nmt.config", "nmt.text", "nmt.model", "nmt.compute"},
+    "nmt.documents": {"nmt.core", "nmt.config", "nmt.text", "nmt.engines"},
+    "nmt.training": {"nmt.core", "nmt.config", "nmt.scoring", "nmt.text", "nmt.data", "nmt.model", "nmt.compute",
+                     "nmt.engines"},
     "nmt.importers": {"nmt.core", "nmt.config", "nmt.text", "nmt.model"},
-    "nmt.serve": {"nmt.core", "nmt.config", "nmt.text", "nmt.inference"},
-    "nmt.workflows": {"nmt.core", "nmt.config", "nmt.text", "nmt.data", "nmt.download", "nmt.model",
-                      "nmt.compute", "nmt.inference", "nmt.training", "nmt.importers"},
-    "nmt.api": {"nmt.core", "nmt.config", "nmt.text", "nmt.model", "nmt.compute", "nmt.inference", "nmt.workflows"},
-    "nmt.cli": {"nmt", "nmt.core", "nmt.config", "nmt.text", "nmt.data", "nmt.download", "nmt.model",
-                "nmt.compute", "nmt.inference", "nmt.training", "nmt.importers", "nmt.serve", "nmt.workflows"},
+    "nmt.serve": {"nmt.core", "nmt.config", "nmt.text", "nmt.engines", "nmt.documents"},
+    "nmt.distillation": {"nmt.core", "nmt.config", "nmt.scoring", "nmt.text", "nmt.data", "nmt.model", "nmt.compute",
+                         "nmt.engines", "nmt.documents"},
+    "nmt.workflows": {"nmt.core", "nmt.config", "nmt.scoring", "nmt.text", "nmt.data", "nmt.download", "nmt.model",
+                      "nmt.compute", "nmt.engines", "nmt.documents", "nmt.training", "nmt.importers"},
+    "nmt.api": {"nmt.core", "nmt.config", "nmt.text", "nmt.model", "nmt.compute", "nmt.engines", "nmt.documents",
+                "nmt.workflows"},
+    "nmt.cli": {"nmt", "nmt.core", "nmt.config", "nmt.scoring", "nmt.text", "nmt.data", "nmt.download", "nmt.model",
+                "nmt.compute", "nmt.engines", "nmt.documents", "nmt.training", "nmt.importers", "nmt.serve",
+                "nmt.distillation", "nmt.workflows"},
 }
 
 
 def package_of(module: str) -> str:
-    """nmt.inference.search -> nmt.inference; nmt.download.datasets.wmt14 -> nmt.download; nmt -> nmt."""
+    """nmt.engines.search -> nmt.engines; nmt.download.datasets.wmt14 -> nmt.download; nmt -> nmt."""
     return ".".join(module.split(".")[:2])
 
 
@@ -196,9 +202,16 @@ def test_no_two_modules_share_a_name():
     assert sorted({n for n in names + packages if (names + packages).count(n) > 1}) == []
 
 
+# One module per command (`cmd_<name>.py`): the folder lists the commands, each one concept, and grows with them.
+ONE_PER_COMMAND = PACKAGE / "cli" / "commands"
+
+
 def test_packages_stay_small():
     """A package a newcomer can take in: at most 12 modules (its __init__ and subpackages not counted)."""
     for init in PACKAGE.rglob("__init__.py"):
+        if init.parent == ONE_PER_COMMAND:
+            assert all(p.stem.startswith("cmd_") for p in init.parent.glob("*.py") if p.stem != "__init__")
+            continue
         modules = [p for p in init.parent.glob("*.py") if p.stem != "__init__"]
         assert len(modules) <= 12, f"{init.parent}: {len(modules)} modules"
 
@@ -211,30 +224,30 @@ def test_each_package_has_a_map():
 
 @pytest.mark.parametrize("module, forbidden", [
     # The model layer does not depend on the tokenizers.
-    ("nmt.model.transformer", TOKENIZERS), ("nmt.inference.search", TOKENIZERS | {"nmt.model.transformer", "nmt.model.layers"}), ("nmt.data.batches", TOKENIZERS),
+    ("nmt.model.transformer", TOKENIZERS), ("nmt.engines.search", TOKENIZERS | {"nmt.model.transformer", "nmt.model.layers"}), ("nmt.data.batches", TOKENIZERS),
     ("nmt.model.loss", TOKENIZERS | {"nmt.model.transformer", "nmt.model.layers"}),
     # The tokenizers know nothing of models, data stores and checkpoints; each kind knows nothing of the other.
-    ("nmt.text.tokenizer", {"nmt.model.transformer", "nmt.data.dataset", "nmt.data.binarize", "nmt.model.checkpoint", "nmt.inference.translator"}),
+    ("nmt.text.tokenizer", {"nmt.model.transformer", "nmt.data.dataset", "nmt.data.binarize", "nmt.model.checkpoint", "nmt.engines.torch_engine"}),
     ("nmt.text.bpe", {"nmt.text.spm", "nmt.text.tokenizer"}), ("nmt.text.spm", {"nmt.text.bpe", "nmt.text.tokenizer"}),
     ("nmt.model.checkpoint", TOKENIZERS),  # a checkpoint holds the tokenizer as plain data
     # Process plumbing knows nothing of what the processes compute.
     ("nmt.training.distributed", {"nmt.training.launch", "nmt.training.trainer", "nmt.training.resume", "nmt.model.transformer", "nmt.model.layers", "nmt.data.dataset", "nmt.data.binarize", "nmt.model.checkpoint", "nmt.model.loss"}),
     ("nmt.training.trainer", {"nmt.training.launch", "nmt.cli.main"}),
     ("nmt.training.resume", {"nmt.training.launch", "nmt.training.trainer", "nmt.cli.main"}),
-    ("nmt.inference.translator", {"nmt.training.launch", "nmt.training.trainer", "nmt.cli.main"}),
+    ("nmt.engines.torch_engine", {"nmt.training.launch", "nmt.training.trainer", "nmt.cli.main"}),
     ("nmt.config", {"nmt.model.transformer", "nmt.model.layers", "nmt.compute.device"}),
     # The user's cache is a base layer; the device layer times shapes, not models.
     ("nmt.core.usercache", {"nmt.config", "nmt.core.files", "nmt.compute.device", "nmt.model.transformer", "nmt.model.layers", "nmt.model.checkpoint"}),
-    ("nmt.compute.device", {"nmt.model.transformer", "nmt.model.layers", "nmt.compute.precision", "nmt.inference.translator", "nmt.model.checkpoint", "nmt.compute.timing"}),
-    ("nmt.compute.timing", {"nmt.inference.translator", "nmt.inference.engines", "nmt.training.launch", "nmt.training.trainer", "nmt.training.resume", "nmt.model.checkpoint"}),
+    ("nmt.compute.device", {"nmt.model.transformer", "nmt.model.layers", "nmt.compute.precision", "nmt.engines.torch_engine", "nmt.model.checkpoint", "nmt.compute.timing"}),
+    ("nmt.compute.timing", {"nmt.engines.torch_engine", "nmt.engines.choice", "nmt.training.launch", "nmt.training.trainer", "nmt.training.resume", "nmt.model.checkpoint"}),
     # Each engine knows nothing of the choice between them; the choice knows nothing of the commands.
-    ("nmt.inference.translator", {"nmt.inference.ct2_engine", "nmt.inference.ct2_export", "nmt.inference.conversions", "nmt.inference.engines"}),
-    ("nmt.inference.ct2_engine", {"nmt.inference.conversions", "nmt.inference.engines"}),
-    ("nmt.inference.ct2_export", {"nmt.inference.ct2_engine", "nmt.inference.translator", "nmt.inference.search", "nmt.inference.conversions", "nmt.inference.engines"}),
+    ("nmt.engines.torch_engine", {"nmt.engines.ct2_engine", "nmt.engines.ct2_export", "nmt.engines.conversions", "nmt.engines.choice"}),
+    ("nmt.engines.ct2_engine", {"nmt.engines.conversions", "nmt.engines.choice"}),
+    ("nmt.engines.ct2_export", {"nmt.engines.ct2_engine", "nmt.engines.torch_engine", "nmt.engines.search", "nmt.engines.conversions", "nmt.engines.choice"}),
     # The table of decoding options is read by both engines and the server: it reads only the config.
-    ("nmt.inference.decoding", {"nmt.inference.search", "nmt.inference.translator", "nmt.inference.ct2_engine", "nmt.inference.ct2_export", "nmt.model.transformer"}),
-    ("nmt.inference.conversions", {"nmt.inference.engines", "nmt.serve", "nmt.cli.main"}),
-    ("nmt.inference.engines", {"nmt.serve", "nmt.cli.main", "nmt.training.launch", "nmt.training.trainer"}),
+    ("nmt.engines.decoding", {"nmt.engines.search", "nmt.engines.torch_engine", "nmt.engines.ct2_engine", "nmt.engines.ct2_export", "nmt.model.transformer"}),
+    ("nmt.engines.conversions", {"nmt.engines.choice", "nmt.serve", "nmt.cli.main"}),
+    ("nmt.engines.choice", {"nmt.serve", "nmt.cli.main", "nmt.training.launch", "nmt.training.trainer"}),
 ])
 def test_lower_layers_do_not_reach_up(module, forbidden):
     """What `module` needs at run time (batching names the dataset's type for type checkers only)."""
@@ -251,12 +264,12 @@ def test_the_server_reaches_neither_training_nor_the_command_line():
 
 def test_the_server_knows_engines_by_their_protocol_only():
     """Any engine with translate_chunk, with_search, search_cfg and languages can serve (torch's, CTranslate2's):
-    the serve package never names an engine's class, only nmt.inference.engines's protocol."""
+    the serve package never names an engine's class, only nmt.engines.base's protocol."""
     for path in (PACKAGE / "serve").glob("*.py"):
         names = {n.id for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Name)}
         names |= {a.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom)
                   for a in n.names}
-        assert not names & {"Translator", "CTranslate2Translator", "BatchTranslator", "open_engine"}, path
+        assert not names & {"TorchEngine", "CTranslate2Engine", "BatchEngine", "open_engine"}, path
 
 
 def test_type_checking_imports_are_seen_by_the_cycle_check_only():
@@ -282,8 +295,8 @@ def test_importers_reach_neither_training_nor_translation_nor_the_command_line()
     importers = [m for m in g if m == "nmt.importers" or m.startswith("nmt.importers.")]
     assert "nmt.importers.marian" in importers
     for module in importers:
-        assert not reachable(g, module) & {"nmt.training.launch", "nmt.training.trainer", "nmt.inference.translator", "nmt.inference.search", "nmt.cli.main",
-                                           "nmt.serve", "nmt.data.dataset", "nmt.data.binarize", "nmt.inference.ct2_export", "nmt.inference.ct2_engine"}, module
+        assert not reachable(g, module) & {"nmt.training.launch", "nmt.training.trainer", "nmt.engines.torch_engine", "nmt.engines.search", "nmt.cli.main",
+                                           "nmt.serve", "nmt.data.dataset", "nmt.data.binarize", "nmt.engines.ct2_export", "nmt.engines.ct2_engine"}, module
 
 
 def download_package() -> list[str]:
@@ -318,8 +331,8 @@ def test_the_dataset_registry_is_data():
     assert {m for m in g if "nmt.download.datasets" in g[m]} == {"nmt.download.registry"}
 
 
-DECODING = ("model/layers", "model/transformer", "compute/precision", "inference/search", "inference/ensemble",
-            "inference/translator")
+DECODING = ("model/layers", "model/transformer", "compute/precision", "engines/search", "engines/ensemble",
+            "engines/base", "engines/torch_engine")
 
 
 def private_attributes(source: str) -> list[str]:
@@ -375,13 +388,18 @@ def test_the_architecture_page_names_real_files():
 
 
 def test_the_architecture_page_maps_every_package():
-    """Its table has a row per layer, and each module it names in a row is a module of that package."""
+    """Its table has a row per layer, and each row names every module of its package (and its subpackages), and no
+    other: a newcomer finds every module there."""
     rows = re.findall(r"^\| `nmt/(\w+)(?:/|\.py)` \| (.*?) \|", ARCHITECTURE_PAGE.read_text(), re.M)
     assert {f"nmt.{name}" for name, _ in rows} == set(LAYERS)
     for package, described in rows:
-        for module in re.findall(r"\(`([a-z_0-9]+/?)`", described) + re.findall(r", `([a-z_0-9]+/?)`", described):
-            assert (PACKAGE / package / f"{module}.py").exists() or (PACKAGE / package / module).is_dir(), \
-                f"nmt/{package}/{module}"
+        if not (PACKAGE / package).is_dir():  # a module of its own (nmt/api.py)
+            continue
+        named = set(re.findall(r"\(`([a-z_0-9]+/?)`", described) + re.findall(r", `([a-z_0-9]+/?)`", described))
+        modules = {p.stem for p in (PACKAGE / package).glob("*.py") if p.stem != "__init__"}
+        folders = {f"{p.name}/" for p in (PACKAGE / package).iterdir() if (p / "__init__.py").is_file()}
+        assert named == modules | folders, f"nmt/{package}: not named {sorted((modules | folders) - named)}, " \
+                                           f"no such module {sorted(named - (modules | folders))}"
 
 
 def test_the_architecture_page_states_the_layers_of_the_test():

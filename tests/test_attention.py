@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import nmt.model.transformer as model_module
 from nmt.config import ModelConfig
 from nmt.core.vocab import BOS, EOS, PAD
-from nmt.inference.heatmaps import (
+from nmt.engines.heatmaps import (
     AttentionMaps,
     alignments,
     pharaoh,
@@ -20,8 +20,8 @@ from nmt.inference.heatmaps import (
     word_of_each_piece,
     write_heatmaps,
 )
-from nmt.inference.search import SearchConfig
-from nmt.inference.translator import Translator
+from nmt.engines.search import SearchConfig
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model.transformer import Transformer
 from nmt.text.tokenizer import load_tokenizer
 
@@ -59,7 +59,7 @@ def test_cross_attention_weights_are_the_ones_the_decoder_uses(monkeypatch, norm
 
 
 def test_attention_maps_labels_and_shapes(tiny_checkpoint):
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=2))
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=2))
     line = "a man is riding a bicycle ."
     hyp = translator.translate_chunk([line])[0].hypotheses[0][1]
     maps = translator.attention(line, hyp)
@@ -149,7 +149,7 @@ def test_alignments_average_the_heads_of_the_last_layer():
 
 
 def test_translator_alignments_stay_within_the_words(tiny_checkpoint):
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=2))
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=2))
     lines = ["a man is riding a bicycle .", "two dogs play in the snow ."]
     for i, t in enumerate(translator.translate_chunk(lines)):
         pairs = translator.alignment(t.source, t.hypotheses[0][1], i)

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from nmt.core.errors import CheckpointError, InputError
-from nmt.inference.search import SearchConfig
-from nmt.inference.translator import Translator
+from nmt.engines.search import SearchConfig
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
 
 
@@ -51,7 +51,7 @@ def test_average_is_elementwise_mean(steps, tmp_path):
     assert stored["format"] == checkpoint.FORMAT and stored["version"] == checkpoint.VERSION
     assert "optimizer" not in stored and stored["averaged"] == [str(p) for p in steps]
     assert checkpoint.load(out).averaged == avg.averaged
-    translator = Translator(out, SearchConfig(beam=2))
+    translator = TorchEngine(out, SearchConfig(beam=2))
     [t] = translator.translate_chunk(["A man is riding a bicycle."])
     assert isinstance(t.text, str)
 
@@ -537,7 +537,7 @@ def test_a_committed_version_1_checkpoint_translates_as_it_did(tmp_path):
     ckpt = checkpoint.load(DATA / "v1-averaged.pt")
     assert ckpt.languages == ("en", "de") and ckpt.tokenizer["kind"] == "youtokentome" and ckpt.resumable is None
     assert len(ckpt.averaged) == 2
-    translations = [t.text for t in Translator(DATA / "v1-averaged.pt", SearchConfig(beam=2)).translate_chunk(lines)]
+    translations = [t.text for t in TorchEngine(DATA / "v1-averaged.pt", SearchConfig(beam=2)).translate_chunk(lines)]
     assert translations == (DATA / "v1-averaged.beam2.de").read_text(encoding="utf-8").splitlines()
 
 
@@ -575,8 +575,8 @@ def test_version_1_checkpoints_still_work_everywhere(steps, tiny_data, tiny_corp
     assert len(loaded.resumable.rng) == len(new.resumable.rng) == 1
     # translate and average (an old checkpoint with a new one of the same run)
     lines = ["A man is riding a bicycle .", "Two dogs play in the snow ."]
-    assert ([t.text for t in Translator(old).translate_chunk(lines)]
-            == [t.text for t in Translator(steps[-1]).translate_chunk(lines)])
+    assert ([t.text for t in TorchEngine(old).translate_chunk(lines)]
+            == [t.text for t in TorchEngine(steps[-1]).translate_chunk(lines)])
     avg = checkpoint.average([version_1(steps[0], tmp_path / "old10.pt"), steps[1]])
     assert avg.tokenizer == new.tokenizer
     # `nmt prepare --bpe old.pt`, and fine-tuning on that data from the old checkpoint
@@ -593,7 +593,7 @@ def test_version_1_checkpoints_still_work_everywhere(steps, tiny_data, tiny_corp
 
 def test_version_1_export(steps, tmp_path):
     pytest.importorskip("ctranslate2")
-    from nmt.inference.ct2_export import export_ctranslate2
+    from nmt.engines.ct2_export import export_ctranslate2
 
     old = version_1(steps[-1], tmp_path / "old.pt")
     export_ctranslate2(old, tmp_path / "ct2")

@@ -22,8 +22,9 @@ import torch
 
 from nmt.config import to_dict
 from nmt.core.files import LOCK_NAME
-from nmt.inference.search import SearchConfig
-from nmt.inference.translator import Translator, translate_file
+from nmt.documents.streams import translate_file
+from nmt.engines.search import SearchConfig
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
 
 NMT_SCRIPT = Path(sys.executable).parent / "nmt"
@@ -122,7 +123,7 @@ def test_pipeline_end_to_end(tiny_corpus, tmp_path):
     assert r.stdout.endswith("\n")
     hyps = r.stdout[:-1].split("\n")
     assert len(hyps) == len(src_lines)
-    assert hyps == translate_file(Translator(avg, SearchConfig()), None, src_lines)  # the CLI's defaults
+    assert hyps == translate_file(TorchEngine(avg, SearchConfig()), None, src_lines)  # the CLI's defaults
     (tmp_path / "hyp.de").write_text(r.stdout, encoding="utf-8")
 
     # eval --model: translate and score

@@ -466,7 +466,7 @@ def test_every_command_is_guarded_and_has_a_template():
     """A new command is covered by the path rule (PathGuard and an entry in COMMAND_PATHS, which marks
     its outputs) and by the generated test below (a template)."""
     from nmt.cli.guard import PathGuard
-    from nmt.workflows.paths import COMMAND_PATHS
+    from nmt.cli.paths import COMMAND_PATHS
 
     assert set(COMMAND_PATHS) == set(commands()) == set(templates(Path(".")))
     for name in commands():
@@ -479,7 +479,7 @@ def test_every_path_that_is_written_is_marked_an_output():
     import re
 
     from nmt.cli.guard import is_path_parameter
-    from nmt.workflows.paths import COMMAND_PATHS
+    from nmt.cli.paths import COMMAND_PATHS
 
     for name in commands():
         for param in command_of(name).params:
@@ -495,7 +495,7 @@ def test_no_command_writes_over_its_inputs(name, workspace):
     """Generated from the commands' own parameters: each output set to each input's path (files, folders
     and the files that string options name) is a one-line error naming both, and no input changes."""
     from nmt.cli.guard import command_paths
-    from nmt.workflows.paths import COMMAND_PATHS
+    from nmt.cli.paths import COMMAND_PATHS
 
     args = [str(a) for a in templates(workspace)[name]]
     command = command_of(name)
@@ -942,7 +942,7 @@ def test_hostile_usage_is_one_line(case, tiny_checkpoint, tiny_data, tiny_bpe, t
 
 def test_eval_leaves_ter_out_of_a_line_too_long_for_it(tmp_path, monkeypatch):
     """TER's cost is quadratic in a line's words: a 200,000-word line took all the memory of the machine."""
-    from nmt.inference import evaluate
+    from nmt import scoring as evaluate
     monkeypatch.setattr(evaluate, "MAX_TER_WORDS", 50)
     (tmp_path / "long.de").write_text("ein Mann .\n" + "Wort " * 60 + "\n")
     r = assert_cli_ok(cli("eval", "--ref", tmp_path / "long.de", "--hyp", tmp_path / "long.de"))

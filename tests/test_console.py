@@ -229,7 +229,7 @@ def test_the_logged_training_configuration_keeps_its_sections(logger, monkeypatc
 def test_a_table_cell_is_its_text(text):
     """The tables on stdout: a system (a file's name), a signature, a dataset's description."""
     from nmt.cli import render
-    from nmt.inference.evaluate import PairedScore, Score
+    from nmt.scoring import PairedScore, Score
 
     paired = render.paired_table([PairedScore(text, "BLEU", 1.0, 1.0, 0.5, None)], {"BLEU": text})
     assert paired.splitlines()[1].lstrip().startswith(f"{text} ") and f"BLEU: {text}" in paired.splitlines()

@@ -1,4 +1,4 @@
-"""The cache of CTranslate2 conversions (nmt.inference.conversions) and the leftovers of killed writers.
+"""The cache of CTranslate2 conversions (nmt.engines.conversions) and the leftovers of killed writers.
 
 An entry is verified before use: any byte flipped, removed or added in any of its files, or an export of other
 options written over it, makes the next use convert again and translate exactly as a clean conversion. Staging
@@ -25,13 +25,13 @@ from test_export import random_checkpoint
 
 from nmt.core.files import owned_prefix, pid_alive, remove_dead_leftovers
 from nmt.core.progress import Progress
-from nmt.inference.search import SearchConfig
+from nmt.engines.search import SearchConfig
 
 ct2 = pytest.importorskip("ctranslate2")
 
-from nmt.inference import conversions  # noqa: E402  (after the skip: it needs ctranslate2's converter)
-from nmt.inference.ct2_engine import CTranslate2Translator  # noqa: E402
-from nmt.inference.ct2_export import MANIFEST_FILE, export_ctranslate2, read_manifest  # noqa: E402
+from nmt.engines import conversions  # noqa: E402  (after the skip: it needs ctranslate2's converter)
+from nmt.engines.ct2_engine import CTranslate2Engine  # noqa: E402
+from nmt.engines.ct2_export import MANIFEST_FILE, export_ctranslate2, read_manifest  # noqa: E402
 
 LINES = ["a small dog runs", "two men sit on the grass", "the red house", "water"]
 SETTINGS = settings(derandomize=True, max_examples=12, deadline=None,
@@ -56,7 +56,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def translations(folder: Path) -> list[str]:
-    translator = CTranslate2Translator(folder, SearchConfig(beam=2), threads=1)
+    translator = CTranslate2Engine(folder, SearchConfig(beam=2), threads=1)
     return [t.text for t in translator.translate_chunk(LINES)]
 
 
@@ -183,7 +183,7 @@ def test_leftover_names_are_matched_exactly(tmp_path):
 KILLED_EXPORT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    import nmt.inference.ct2_export as export
+    import nmt.engines.ct2_export as export
     def stop(*args):
         print("converted", flush=True)
         time.sleep(600)

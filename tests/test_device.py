@@ -140,11 +140,11 @@ def test_training_refuses_inference_only_and_unknown_precisions(requested):
 
 
 def test_translation_runs_in_bf16_on_the_cpu(tiny_checkpoint):
-    from nmt.inference.translator import Translator
+    from nmt.engines.torch_engine import TorchEngine
 
     lines = ["A man is riding a bicycle.", "", "Two dogs play in the snow."]
-    fp32 = Translator(tiny_checkpoint, precision="fp32")
-    bf16 = Translator(tiny_checkpoint, precision="bf16")
+    fp32 = TorchEngine(tiny_checkpoint, precision="fp32")
+    bf16 = TorchEngine(tiny_checkpoint, precision="bf16")
     assert bf16.precision == "bf16" and next(bf16.model.parameters()).dtype == torch.bfloat16
     out32, out16 = [t.text for t in fp32.translate_chunk(lines)], [t.text for t in bf16.translate_chunk(lines)]
     assert len(out16) == len(lines) and out16[1] == ""

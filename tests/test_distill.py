@@ -21,11 +21,12 @@ from nmt.config import InferenceConfig, Overrides, SearchConfig
 from nmt.config.command_options import DistillOptions
 from nmt.config.flags import as_flags
 from nmt.core.errors import ConfigError, InputError
-from nmt.inference.interpolation import closest, sentence_score
-from nmt.inference.search import Hypothesis
-from nmt.inference.translator import Translation
-from nmt.text.teacher_checks import TeacherChecks, failure, longest_run
-from nmt.workflows.distill import distill, teacher_inference, teacher_search
+from nmt.distillation.distill import distill, teacher_inference, teacher_search
+from nmt.distillation.interpolation import closest
+from nmt.distillation.teacher_checks import TeacherChecks, failure, longest_run
+from nmt.engines.base import Translation
+from nmt.engines.search import Hypothesis
+from nmt.scoring import sentence_score
 
 # -- the checks ----------------------------------------------------------------------------------------
 
@@ -280,7 +281,7 @@ def real(sample: Path, out: Path, models: list[Path], **changes) -> dict:
 
 
 def test_the_tiny_model_distils_through_the_int8_engine_as_translate_would(sample, tiny_checkpoint, tmp_path):
-    from nmt.inference.engines import open_engine
+    from nmt.engines.choice import open_engine
 
     report = real(sample, tmp_path / "out", [tiny_checkpoint], max_ratio=0, max_repeats=0, keep_copies=True)
     assert report["engine"] == "ctranslate2 (int8)" and report["lines"] == 40
@@ -379,7 +380,7 @@ def test_a_second_process_on_the_folder_is_refused(sample, tiny_checkpoint, tmp_
 @pytest.mark.parametrize("name, layers, d_ff", [("multi30k-student", (6, 2), 512), ("student", (6, 2), 1024)])
 def test_a_student_preset_is_deep_shallow_and_searches_greedily(name, layers, d_ff, tiny_data, tmp_path):
     from nmt.config import from_preset
-    from nmt.inference.engines import open_engine
+    from nmt.engines.choice import open_engine
     from nmt.model import checkpoint
     from nmt.training.launch import train
 

@@ -1,4 +1,4 @@
-"""nmt.inference.documents: texts cut into lines and sentences for the engine and put back together, on a fake
+"""nmt.documents.texts: texts cut into lines and sentences for the engine and put back together, on a fake
 engine whose translations and scores can be worked out by hand (each word upper-cased, each word's log-probability
 -1)."""
 
@@ -12,9 +12,9 @@ import pytest
 from nmt.config import SearchConfig
 from nmt.core.errors import ConfigError
 from nmt.core.progress import Progress
-from nmt.inference.documents import Documents, TextTranslation, layout
-from nmt.inference.search import Hypothesis
-from nmt.inference.translator import Translation
+from nmt.documents.texts import Documents, TextTranslation, layout
+from nmt.engines.base import Translation
+from nmt.engines.search import Hypothesis
 
 MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 

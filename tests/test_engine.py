@@ -23,14 +23,15 @@ from nmt.config import InferenceConfig, ModelConfig, Overrides, Precision, Searc
 from nmt.core.errors import ConfigError
 from nmt.core.progress import Progress
 from nmt.core.vocab import EOS
-from nmt.inference.translator import Translator
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from nmt.inference import conversions, engines  # noqa: E402  (ctranslate2's users, only where it exists)
-from nmt.inference.ct2_engine import CTranslate2Translator  # noqa: E402
-from nmt.inference.engines import Needs, open_engine  # noqa: E402
+from nmt.engines import choice as engines  # noqa: E402  (ctranslate2's users, only where it exists)
+from nmt.engines import conversions  # noqa: E402
+from nmt.engines.choice import Needs, open_engine  # noqa: E402
+from nmt.engines.ct2_engine import CTranslate2Engine  # noqa: E402
 
 N_LINES = 40
 
@@ -199,7 +200,7 @@ def test_sampling_on_ctranslate2_is_deterministic_per_seed_with_nmts_scores(endi
     first = opened(ending_checkpoint, "ctranslate2", **search).translate_chunk(lines[:12])
     again = opened(ending_checkpoint, "ctranslate2", **search).translate_chunk(lines[:12])
     assert nbest_lists(first) == nbest_lists(again)
-    scorer = Translator(ending_checkpoint)
+    scorer = TorchEngine(ending_checkpoint)
     for line, t in zip(lines[:12], first):
         if not line.strip():
             continue
@@ -264,7 +265,7 @@ def test_a_damaged_entry_is_converted_again(ending_checkpoint, lines, damage, wh
 CONVERT = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from nmt.inference.conversions import converted
+    from nmt.engines.conversions import converted
     print("calling", flush=True)
     entry = converted(Path(sys.argv[1]), lambda e: print(e.message, flush=True))
     print("entry", entry, flush=True)
@@ -312,7 +313,7 @@ def test_an_unwritable_cache(tiny_checkpoint, tmp_path, monkeypatch):
 
 
 def unexportable(monkeypatch):
-    import nmt.inference.ct2_export as export
+    import nmt.engines.ct2_export as export
 
     monkeypatch.setitem(export.EXPORTABLE, "norm", ("post",))
 
@@ -320,7 +321,7 @@ def unexportable(monkeypatch):
 def no_ctranslate2_equivalent(monkeypatch, field: str):
     import dataclasses
 
-    import nmt.inference.decoding as decoding
+    import nmt.engines.decoding as decoding
 
     monkeypatch.setattr(decoding, "OPTIONS", tuple(dataclasses.replace(o, ct2="", ct2_engine="") if o.field == field
                                                    else o for o in decoding.OPTIONS))
@@ -379,7 +380,7 @@ def test_torch_is_quiet_and_auto_names_ctranslate2_once(tiny_checkpoint):
     events: list[Progress] = []
     assert opened(tiny_checkpoint, "torch", events).name == "torch" and messages(events) == []
     engine = opened(tiny_checkpoint, "auto", events)
-    assert engine.name == "ctranslate2" and isinstance(engine, CTranslate2Translator)
+    assert engine.name == "ctranslate2" and isinstance(engine, CTranslate2Engine)
     assert [m for m in messages(events) if m.startswith("engine:")] == ["engine: ctranslate2 (auto; compute type float32)"]
 
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from nmt.core.vocab import BOS, EOS
-from nmt.inference.ensemble import Ensemble
-from nmt.inference.search import SearchConfig, beam_search, greedy_search
-from nmt.inference.translator import Translator
+from nmt.engines.ensemble import Ensemble
+from nmt.engines.search import SearchConfig, beam_search, greedy_search
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
 
 A = 4  # the token "a"; vocabulary PAD UNK BOS EOS a
@@ -80,8 +80,8 @@ def test_ensemble_averages_log_probabilities():
 
 def test_ensemble_of_one_model_is_the_model(tiny_checkpoint, sample_lines):
     cfg = SearchConfig(beam=4, nbest=2)
-    alone = Translator(tiny_checkpoint, cfg).translate_chunk(sample_lines[:20])
-    twice = Translator([tiny_checkpoint, tiny_checkpoint], cfg).translate_chunk(sample_lines[:20])
+    alone = TorchEngine(tiny_checkpoint, cfg).translate_chunk(sample_lines[:20])
+    twice = TorchEngine([tiny_checkpoint, tiny_checkpoint], cfg).translate_chunk(sample_lines[:20])
     assert [t.text for t in twice] == [t.text for t in alone]
     for a, b in zip(alone, twice):
         assert [h.log_prob for _, h in b.hypotheses] == pytest.approx([h.log_prob for _, h in a.hypotheses], abs=1e-4)
@@ -97,7 +97,7 @@ def teacher_forced(model, src_ids, tokens):
 
 def test_ensemble_score_is_the_mean_of_the_models_scores(tiny_run, sample_lines):
     paths = [tiny_run / "checkpoint_00000020.pt", tiny_run / "checkpoint_00000030.pt"]
-    translator = Translator(paths, SearchConfig(beam=3, lenpen=0.0))
+    translator = TorchEngine(paths, SearchConfig(beam=3, lenpen=0.0))
     models = [checkpoint.load(p).build_model() for p in paths]
     for line, t in zip(sample_lines[:6], translator.translate_chunk(sample_lines[:6])):
         src_ids = translator.encode([line], 0)[0]

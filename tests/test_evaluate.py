@@ -3,7 +3,7 @@
 import pytest
 
 from nmt.core.errors import InputError
-from nmt.inference.evaluate import bleu, paired_bootstrap, score
+from nmt.scoring import bleu, paired_bootstrap, score
 
 
 def by_name(scores):

@@ -20,8 +20,8 @@ from nmt.config import ModelConfig, TrainConfig
 from nmt.core.errors import ConfigError, InputError, OutputError
 from nmt.core.vocab import BOS, EOS, PAD, UNK
 from nmt.data.dataset import DataIdentity
-from nmt.inference.search import Hypothesis, SearchConfig
-from nmt.inference.translator import Translator
+from nmt.engines.search import Hypothesis, SearchConfig
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
 from nmt.model.transformer import Transformer
 from nmt.text.bpe import BpeTokenizer
@@ -71,14 +71,14 @@ def ctranslate2():
 
 
 def export_to(ckpt: Path, out: Path, **kw) -> Path:
-    from nmt.inference.ct2_export import export_ctranslate2
+    from nmt.engines.ct2_export import export_ctranslate2
 
     export_ctranslate2(ckpt, out, **kw)
     return out
 
 
 def test_vocabulary_specials_and_ids(tiny_bpe, ctranslate2, tmp_path):
-    from nmt.inference.ct2_export import SPECIAL_TOKENS, ctranslate2_vocabulary
+    from nmt.engines.ct2_export import SPECIAL_TOKENS, ctranslate2_vocabulary
 
     tok = BpeTokenizer.from_file(tiny_bpe)
     vocab = ctranslate2_vocabulary(tok)
@@ -98,8 +98,8 @@ def test_vocabulary_specials_and_ids(tiny_bpe, ctranslate2, tmp_path):
 def test_sentencepiece_vocabulary_and_files(tiny_spm, ctranslate2, tmp_path, sample_lines):
     """A SentencePiece model exports as youtokentome's does: its pieces are the vocabulary, its model file
     travels with the export, and the exported model translates with it."""
-    from nmt.inference.ct2_engine import CTranslate2Translator
-    from nmt.inference.ct2_export import ctranslate2_vocabulary
+    from nmt.engines.ct2_engine import CTranslate2Engine
+    from nmt.engines.ct2_export import ctranslate2_vocabulary
 
     tok = tokenizer_from_file(tiny_spm)
     vocab = ctranslate2_vocabulary(tok)
@@ -109,7 +109,7 @@ def test_sentencepiece_vocabulary_and_files(tiny_spm, ctranslate2, tmp_path, sam
     assert json.loads((out / "shared_vocabulary.json").read_text()) == vocab
     assert (out / "spm.model").read_bytes() == tiny_spm.read_bytes() and not (out / "bpe.model").exists()
     assert json.loads((out / "nmt_export.json").read_text())["tokenizer"]["kind"] == "sentencepiece"
-    translator = CTranslate2Translator(out, SearchConfig(beam=2, lenpen=0.0, max_len_b=5), threads=1)
+    translator = CTranslate2Engine(out, SearchConfig(beam=2, lenpen=0.0, max_len_b=5), threads=1)
     assert translator.tokenizer.to_data() == tok.to_data()
     assert len(translator.translate_chunk(sample_lines[:3])) == 3
 
@@ -117,7 +117,7 @@ def test_sentencepiece_vocabulary_and_files(tiny_spm, ctranslate2, tmp_path, sam
 @pytest.mark.parametrize("norm, positions", [("pre", "sinusoidal"), ("post", "sinusoidal"), ("pre", "learned")])
 def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_lines, norm, positions):
     """Teacher-forced token log-probabilities of the exported model equal nmt's (random weights)."""
-    from nmt.inference.ct2_export import ctranslate2_vocabulary
+    from nmt.engines.ct2_export import ctranslate2_vocabulary
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, norm=norm, positions=positions)
     out = export_to(ckpt, tmp_path / "ct2")
@@ -138,14 +138,14 @@ def test_same_log_probabilities_as_nmt(tiny_bpe, ctranslate2, tmp_path, sample_l
 
 @pytest.mark.parametrize("tokenizer", ["tiny_bpe", "tiny_spm"])
 def test_greedy_identical_on_random_model(request, tokenizer, ctranslate2, tmp_path, sample_lines):
-    from nmt.inference.ct2_engine import CTranslate2Translator
+    from nmt.engines.ct2_engine import CTranslate2Engine
 
     ckpt = random_checkpoint(tmp_path / "r.pt", request.getfixturevalue(tokenizer), seed=3)
     out = export_to(ckpt, tmp_path / "ct2")
     cfg = SearchConfig(beam=1, lenpen=0.0, max_len_a=1.0, max_len_b=5)
-    ours = Translator(ckpt, cfg).translate_chunk(sample_lines)
+    ours = TorchEngine(ckpt, cfg).translate_chunk(sample_lines)
     # random weights give PAD and BOS real probability: suppress them as nmt does (arg-max unchanged)
-    theirs = CTranslate2Translator(out, cfg, threads=1, suppress_specials=True).translate_chunk(sample_lines)
+    theirs = CTranslate2Engine(out, cfg, threads=1, suppress_specials=True).translate_chunk(sample_lines)
     assert [t.hypotheses[0][1].tokens for t in ours] == [t.hypotheses[0][1].tokens for t in theirs]
 
 
@@ -174,14 +174,14 @@ def test_identical_translations_trained_model(tiny_checkpoint, ending_checkpoint
     Hypotheses that reach the length limit are compared only for greedy search: there nmt forces EOS
     and CTranslate2 stops without it, so beam search may rank them differently (documented).
     """
-    from nmt.inference.ct2_engine import CTranslate2Translator
+    from nmt.engines.ct2_engine import CTranslate2Engine
 
     model = tiny_checkpoint if which == "trained" else ending_checkpoint
     out = export_to(model, tmp_path / "ct2")
     cfg = SearchConfig(beam=beam, lenpen=lenpen, lenpen_type="power", max_len_a=1.5, max_len_b=10, nbest=beam)
-    nmt_translator = Translator(model, cfg)
+    nmt_translator = TorchEngine(model, cfg)
     ours = nmt_translator.translate_chunk(sample_lines)
-    theirs = CTranslate2Translator(out, cfg, threads=1).translate_chunk(sample_lines)
+    theirs = CTranslate2Engine(out, cfg, threads=1).translate_chunk(sample_lines)
     compared = 0
     for line, a, b in zip(sample_lines, ours, theirs):
         limit = limit_of(nmt_translator, line, cfg)
@@ -212,7 +212,7 @@ def test_identical_translations_trained_model(tiny_checkpoint, ending_checkpoint
      dict(beam_size=1, num_hypotheses=3, sampling_topk=10, sampling_topp=0.9, sampling_temperature=0.7)),
 ])
 def test_ctranslate2_options(ctranslate2, cfg, expected):
-    from nmt.inference.ct2_engine import NO_PENALTY, ctranslate2_options
+    from nmt.engines.ct2_engine import NO_PENALTY, ctranslate2_options
 
     opts = ctranslate2_options(cfg)
     assert {k: opts[k] for k in expected} == expected
@@ -228,8 +228,8 @@ def test_ctranslate2_options(ctranslate2, cfg, expected):
     (0.3, "gnmt", (1, 3, 6), [0, 1, 2]),
 ])
 def test_rank_hypotheses_uses_nmts_length_penalty(lenpen, kind, lengths, order):
-    from nmt.inference.ct2_engine import rank_hypotheses
-    from nmt.inference.search import length_penalty
+    from nmt.engines.ct2_engine import rank_hypotheses
+    from nmt.engines.search import length_penalty
 
     hyps = [Hypothesis(list(range(4, 4 + n)), 0.0, lp) for n, lp in zip(lengths, (-2.0, -3.0, -3.5))]
     cfg = SearchConfig(beam=3, nbest=3, lenpen=lenpen, lenpen_type=kind)
@@ -239,7 +239,7 @@ def test_rank_hypotheses_uses_nmts_length_penalty(lenpen, kind, lengths, order):
 
 
 def test_export_refuses_non_empty_folder_without_force(tiny_bpe, ctranslate2, tmp_path):
-    from nmt.inference.ct2_export import export_ctranslate2
+    from nmt.engines.ct2_export import export_ctranslate2
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe)
     (tmp_path / "busy").mkdir()
@@ -264,7 +264,7 @@ def leftovers(parent: Path) -> list[str]:
 
 def test_export_output_folder_rules(tiny_bpe, ctranslate2, tmp_path):
     """An empty folder is written into without --force; a file in the way is refused even with it."""
-    from nmt.inference.ct2_export import export_ctranslate2
+    from nmt.engines.ct2_export import export_ctranslate2
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe)
     (tmp_path / "empty").mkdir()
@@ -280,7 +280,7 @@ def test_failed_export_leaves_the_previous_export_whole(tiny_bpe, ctranslate2, t
     """--force replaces OUT only once the new folder is complete: a failure at any stage leaves the old one."""
     import errno
 
-    import nmt.inference.ct2_export as export
+    import nmt.engines.ct2_export as export
 
     ckpt = random_checkpoint(tmp_path / "r.pt", tiny_bpe, norm="post")
     out = export_to(ckpt, tmp_path / "ct2")
@@ -324,12 +324,12 @@ def test_export_cli_errors_are_one_line(tiny_checkpoint, ctranslate2, tmp_path):
 
 
 def test_export_int8_weights_load_and_translate(tiny_checkpoint, ctranslate2, tmp_path, sample_lines):
-    from nmt.inference.ct2_engine import CTranslate2Translator
+    from nmt.engines.ct2_engine import CTranslate2Engine
 
     fp32 = export_to(tiny_checkpoint, tmp_path / "fp32")
     int8 = export_to(tiny_checkpoint, tmp_path / "int8", quantization="int8")
     assert (int8 / "model.bin").stat().st_size < 0.5 * (fp32 / "model.bin").stat().st_size
-    out = CTranslate2Translator(int8, SearchConfig(beam=2, lenpen=1.0, lenpen_type="power"), threads=1).translate_chunk(sample_lines[:5])
+    out = CTranslate2Engine(int8, SearchConfig(beam=2, lenpen=1.0, lenpen_type="power"), threads=1).translate_chunk(sample_lines[:5])
     assert len(out) == 5 and all(t.text for t in out)
 
 
@@ -346,7 +346,7 @@ def test_export_cli(tiny_checkpoint, ctranslate2, tmp_path):
 
 
 def test_missing_ctranslate2_is_a_clear_error(monkeypatch, tmp_path):
-    from nmt.inference.ct2_export import export_ctranslate2
+    from nmt.engines.ct2_export import export_ctranslate2
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # `import ctranslate2` now raises ImportError
     with pytest.raises(ConfigError, match="pip install ctranslate2"):
@@ -375,8 +375,8 @@ def test_int8_translations_close_to_fp32(tiny_checkpoint, sample_lines):
     """int8 changes the numbers a little: log-probabilities stay close, many outputs stay the same
     (the benchmark measures the BLEU cost on a real model: docs/benchmarks-translate.md)."""
     cfg = SearchConfig(beam=1, lenpen=0.0, max_len_a=1.0, max_len_b=5)
-    fp32 = Translator(tiny_checkpoint, cfg)
-    int8 = Translator(tiny_checkpoint, cfg, precision="int8")
+    fp32 = TorchEngine(tiny_checkpoint, cfg)
+    int8 = TorchEngine(tiny_checkpoint, cfg, precision="int8")
     diffs = []
     for i in range(10):
         src = torch.tensor([fp32.encode(sample_lines[i:i + 1], 0)[0]])
@@ -405,7 +405,7 @@ def test_output_projection_module_computes_the_same_logits(tiny_checkpoint):
 ])
 def test_precision_errors(tiny_checkpoint, precision, device, message):
     with pytest.raises(ConfigError, match=message):
-        Translator(tiny_checkpoint, SearchConfig(), device=device, precision=precision)
+        TorchEngine(tiny_checkpoint, SearchConfig(), device=device, precision=precision)
 
 
 def test_translate_cli_int8(tiny_checkpoint, tmp_path, sample_lines):
@@ -429,7 +429,7 @@ def test_translate_cli_int8(tiny_checkpoint, tmp_path, sample_lines):
 
 def test_prepared_model_computes_the_same_log_probs(tiny_checkpoint, sample_lines):
     """fp32 inference (fused q|k|v, the cached step) computes what the model as trained computes."""
-    from nmt.inference.search import search
+    from nmt.engines.search import search
 
     plain = checkpoint.load(tiny_checkpoint).build_model()
     prepared = prepare_model(checkpoint.load(tiny_checkpoint).build_model(), "fp32")
@@ -437,7 +437,7 @@ def test_prepared_model_computes_the_same_log_probs(tiny_checkpoint, sample_line
     with torch.inference_mode():
         torch.testing.assert_close(prepared(src, tgt), plain(src, tgt), atol=1e-5, rtol=1e-5)
     cfg = SearchConfig(beam=4, lenpen=0.6)
-    translator = Translator(tiny_checkpoint, cfg)
+    translator = TorchEngine(tiny_checkpoint, cfg)
     ours = translator.translate_chunk(sample_lines[:20])
     for line, translation in zip(sample_lines[:20], ours):
         src = torch.tensor([translator.encode([line], 0)[0]])
@@ -467,7 +467,7 @@ def test_help_lists_export_without_torch():
 def test_export_manifest_lists_every_file_and_what_it_converts(tiny_checkpoint, ctranslate2, tmp_path, quantization):
     """nmt_manifest.json: the size and sha256 of every other file, the checkpoint's sha256 and the options; one
     spelling, so that any byte changed in it is seen."""
-    from nmt.inference.ct2_export import MANIFEST_FILE, file_sha256, manifest_bytes, read_manifest
+    from nmt.engines.ct2_export import MANIFEST_FILE, file_sha256, manifest_bytes, read_manifest
 
     out = export_to(tiny_checkpoint, tmp_path / "ct2", quantization=quantization)
     manifest = read_manifest(out)

@@ -41,8 +41,8 @@ from test_cli import assert_user_error, nmt, ok
 from nmt.config import Overrides, SearchConfig
 from nmt.core.errors import NmtError
 from nmt.core.vocab import BOS, EOS, PAD
+from nmt.engines.torch_engine import TorchEngine
 from nmt.importers.marian import import_marian
-from nmt.inference.translator import Translator
 from nmt.model import checkpoint
 from nmt.model.transformer import NEVER_GENERATED_BIAS
 from nmt.text.tokenizer import load_tokenizer
@@ -294,7 +294,7 @@ def test_search_equals_generate(name, beam, lenpen, hf, imported):
                          logits_processor=[nmt_rules(model.config.pad_token_id, tok.eos_token_id)],
                          output_scores=True, return_dict_in_generate=True)
     search = Overrides(SearchConfig, dict(beam=beam, lenpen=lenpen, lenpen_type="power", early_stopping=True, **LIMIT))
-    translator = Translator(imported[name], search)
+    translator = TorchEngine(imported[name], search)
     ended = 0
     for i, result in enumerate(translator.translate_chunk(LINES)):
         hyp = result.hypotheses[0][1]
@@ -319,7 +319,7 @@ def test_greedy_search_equals_opus_mt_stock_settings(hf, imported):
     EOS at max_length): the same tokens as nmt with the checkpoint's search defaults."""
     model, tok = hf["relu"]
     out = model.generate(**tok(LINES, return_tensors="pt", padding=True), num_beams=1)
-    translator = Translator(imported["relu"], Overrides(SearchConfig, {"beam": 1}))
+    translator = TorchEngine(imported["relu"], Overrides(SearchConfig, {"beam": 1}))
     for i, result in enumerate(translator.translate_chunk(LINES)):
         assert hf_pieces(tok, out[i].tolist()[1:]) == translator.tokenizer.pieces(result.hypotheses[0][1].tokens)
 
@@ -354,8 +354,8 @@ def test_search_defaults_come_with_the_model_and_options_win(imported):
     ckpt = checkpoint.load(imported["relu"])
     stock = {"beam": 4, "lenpen": 1.0, "lenpen_type": "power", "early_stopping": False, **LIMIT}
     assert ckpt.search.values == stock
-    assert Translator(imported["relu"]).search_cfg == SearchConfig(**stock)
-    given = Translator(imported["relu"], Overrides(SearchConfig, {"beam": 2, "max_len_b": 5})).search_cfg
+    assert TorchEngine(imported["relu"]).search_cfg == SearchConfig(**stock)
+    given = TorchEngine(imported["relu"], Overrides(SearchConfig, {"beam": 2, "max_len_b": 5})).search_cfg
     assert (given.beam, given.max_len_b, given.lenpen_type, given.max_len_a) == (2, 5, "power", 0.0)
     # Without these settings: transformers' defaults (length penalty 1.0, no early stopping), nmt's beam and limit.
     assert checkpoint.load(imported["peaky"]).search.values == {"lenpen": 1.0, "lenpen_type": "power",
@@ -673,7 +673,7 @@ def test_translate_eval_alignments_and_heatmaps(imported, tmp_path):
     source.write_text("\n".join(LINES[:4]) + "\n")
     r = ok(nmt("translate", "-m", imported["ending"], "-i", source, "--alignments", "--attention", tmp_path / "maps",
                "--threads", "1"))
-    expected = [t.text for t in Translator(imported["ending"]).translate([LINES[:4]])]
+    expected = [t.text for t in TorchEngine(imported["ending"]).translate([LINES[:4]])]
     assert [line.split(" ||| ")[0] for line in r.stdout.splitlines()] == expected
     assert list((tmp_path / "maps").glob("line00001.layer*.png"))
     refs = tmp_path / "test.de"
@@ -697,7 +697,7 @@ def test_average_of_imported_models(imported, tmp_path):
     assert not all(torch.equal(averaged.weights[n], t) for n, t in original.weights.items())
     assert averaged.search == original.search and averaged.model_config == original.model_config
     checkpoint.save(tmp_path / "averaged.pt", averaged)
-    translations = Translator(tmp_path / "averaged.pt").translate_chunk(LINES[:3])
+    translations = TorchEngine(tmp_path / "averaged.pt").translate_chunk(LINES[:3])
     assert len(translations) == 3 and all(t.hypotheses for t in translations)
 
 
@@ -707,7 +707,7 @@ def test_both_engines_translate_an_imported_model_alike(imported, tmp_path, monk
     length limit (there nmt forces EOS, CTranslate2 stops without it)."""
     pytest.importorskip("ctranslate2")
     from nmt.config import InferenceConfig
-    from nmt.inference.engines import open_engine
+    from nmt.engines.choice import open_engine
 
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
     search = Overrides(SearchConfig, dict(beam=4, lenpen=1.0, lenpen_type="power", early_stopping=True, **LIMIT))
@@ -723,7 +723,7 @@ def test_int8(imported):
     """Dynamic int8 quantises the output projection with its bias: PAD and BOS stay out of the softmax, and
     the translations are mostly fp32's (tiny models, d_model 32, lose more to int8 than real ones)."""
     search = Overrides(SearchConfig, {"beam": 1, **LIMIT})
-    fp32, int8 = Translator(imported["relu"], search), Translator(imported["relu"], search, precision="int8")
+    fp32, int8 = TorchEngine(imported["relu"], search), TorchEngine(imported["relu"], search, precision="int8")
     assert int8.model.output_proj is not None
     a, b = fp32.translate_chunk(LINES), int8.translate_chunk(LINES)
     assert sum(x.text == y.text for x, y in zip(a, b)) >= len(LINES) // 2
@@ -744,7 +744,7 @@ def test_serve(imported):
     from nmt.serve import listen, model_info
     from nmt.serve.app import create_app
 
-    translator = Translator(imported["relu"])
+    translator = TorchEngine(imported["relu"])
     app = create_app(translator, model_info([imported["relu"]], translator), ServeConfig(quiet_ms=0))
     sock = listen("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="critical"))
@@ -770,15 +770,15 @@ def test_export_to_ctranslate2_gives_nmt_outputs(imported, tmp_path):
     exported model: its translations are nmt's wherever nmt's did not stop at the length limit (there nmt
     forces EOS, CTranslate2 stops without it)."""
     pytest.importorskip("ctranslate2")
-    from nmt.inference.ct2_engine import CTranslate2Translator
-    from nmt.inference.ct2_export import export_ctranslate2
+    from nmt.engines.ct2_engine import CTranslate2Engine
+    from nmt.engines.ct2_export import export_ctranslate2
 
     for name in ("ending", "relu"):
         export_ctranslate2(imported[name], tmp_path / name)
         for beam in (1, 4):
             search = SearchConfig(beam=beam, lenpen=1.0, lenpen_type="power", **LIMIT)
-            ours = Translator(imported[name], search).translate_chunk(LINES)
-            theirs = CTranslate2Translator(tmp_path / name, search).translate_chunk(LINES)
+            ours = TorchEngine(imported[name], search).translate_chunk(LINES)
+            theirs = CTranslate2Engine(tmp_path / name, search).translate_chunk(LINES)
             compared = 0
             for a, b in zip(ours, theirs):
                 if len(a.hypotheses[0][1].tokens) < LIMIT["max_len_b"]:

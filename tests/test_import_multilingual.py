@@ -41,8 +41,8 @@ from test_import_marian import stock_generation as stock
 from nmt.config import InferenceConfig, Overrides, SearchConfig
 from nmt.core.errors import NmtError
 from nmt.core.vocab import BOS, EOS
+from nmt.engines.torch_engine import TorchEngine
 from nmt.importers.marian import import_marian
-from nmt.inference.translator import Translator
 from nmt.model import checkpoint
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -212,7 +212,7 @@ def test_an_output_projection_of_its_own_is_kept(imported):
 
 def test_the_engines_agree_on_an_untied_model(imported, tmp_path):
     """The CTranslate2 export takes the untied projection too: both engines give the same lines."""
-    from nmt.inference.engines import open_engine
+    from nmt.engines.choice import open_engine
 
     outputs = []
     for engine in ("torch", "ctranslate2"):
@@ -264,7 +264,7 @@ def generate(hf_model, tok, lines: list[str], beam: int):
 def nmt_search(path: Path, lines: list[str], beam: int, tag: str = ""):
     """nmt's hypotheses with the checkpoint's search defaults (--beam given), on ids built here: the tag's id
     first, as MarianTokenizer puts it, then the pieces and EOS."""
-    translator = Translator(path, Overrides(SearchConfig, {"beam": beam}))
+    translator = TorchEngine(path, Overrides(SearchConfig, {"beam": beam}))
     first = [translator.data.tag(tag[2:-2])] if tag else []
     encoded = [first + ids + [EOS] for ids in translator.tokenizer.encode(lines)]
     return translator, [hyps[0] for hyps in translator.search_batch(encoded, list(range(len(lines))))]
@@ -292,7 +292,7 @@ def test_with_early_stopping_beam_search_differs_from_generate(hf, imported):
     """nmt's own rule (--early-stopping) on the same model: some lines differ (which is what the default fixes)."""
     model, tok = hf["ending"]
     out = generate(model, tok, LINES20, 4)
-    translator = Translator(imported["ending"], Overrides(SearchConfig, {"early_stopping": True}))
+    translator = TorchEngine(imported["ending"], Overrides(SearchConfig, {"early_stopping": True}))
     ours = [translator.tokenizer.pieces(t.hypotheses[0][1].tokens) for t in translator.translate_chunk(LINES20)]
     assert sum(hf_pieces(tok, row.tolist()[1:]) == o for row, o in zip(out.sequences, ours)) < len(LINES20)
 
@@ -308,7 +308,7 @@ def test_the_engine_puts_the_tag_first(hf, imported):
 
 def test_the_tags_differ(imported):
     """Each tag gives the same source another distribution of the first target token (the tags reach the model)."""
-    translator = Translator(imported["multilingual"])
+    translator = TorchEngine(imported["multilingual"])
     ids = translator.tokenizer.encode(LINES[:1])[0] + [EOS]
     src = torch.tensor([[translator.data.tag(tag[2:-2]), *ids] for tag in TAGS])
     with torch.no_grad():
@@ -317,7 +317,7 @@ def test_the_tags_differ(imported):
 
 
 def test_the_search_defaults_of_an_imported_model(imported):
-    cfg = Translator(imported["tc-big"]).search_cfg
+    cfg = TorchEngine(imported["tc-big"]).search_cfg
     assert (cfg.beam, cfg.lenpen, cfg.lenpen_type, cfg.max_len_a, cfg.max_len_b, cfg.early_stopping) == (
         4, 1.0, "power", 0.0, MAX_LENGTH - 2, False)
 
@@ -327,7 +327,7 @@ def test_ctranslate2_cannot_search_without_early_stopping(imported, tmp_path, mo
     greedy search on CTranslate2 (no early stopping to do). --engine ctranslate2: its own rule, with a note."""
     pytest.importorskip("ctranslate2")
     from nmt.config import InferenceConfig
-    from nmt.inference.engines import open_engine
+    from nmt.engines.choice import open_engine
 
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
 
@@ -359,7 +359,7 @@ def test_beam_search_as_generate_for_any_beam_length_penalty_and_limit(name, bea
     batch = tok([f"{tag} {line}" if tag else line for line in lines], return_tensors="pt", padding=True)
     out = model.generate(**batch, num_beams=beam, length_penalty=lenpen, max_length=max_length, output_scores=True,
                          return_dict_in_generate=True)
-    translator = Translator(imported[name], Overrides(SearchConfig, {"beam": beam, "lenpen": lenpen,
+    translator = TorchEngine(imported[name], Overrides(SearchConfig, {"beam": beam, "lenpen": lenpen,
                                                                      "max_len_b": max_length - 2}))
     first = [translator.data.tag(tag[2:-2])] if tag else []
     encoded = [first + ids + [EOS] for ids in translator.tokenizer.encode(lines)]

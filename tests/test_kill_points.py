@@ -53,7 +53,7 @@ FORKER = textwrap.dedent(r"""
     from pathlib import Path
     import torch, ctranslate2, ctranslate2.converters, ctranslate2.specs
     import nmt.cli.main, nmt.cli.console, nmt.workflows.model_files, nmt.importers.marian
-    import nmt.inference.ct2_export, nmt.inference.conversions
+    import nmt.engines.ct2_export, nmt.engines.conversions
     import safetensors.torch, tabulate, torch._dynamo, torch.utils._device, torch.utils.serialization, typer._adapters
     from nmt.core.errors import NmtError
     torch.set_num_threads(1)
@@ -92,7 +92,7 @@ FORKER = textwrap.dedent(r"""
         signal.alarm(120)  # a child that hangs ends (SIGALRM) rather than the test
         os.environ.update(request.get("env", {}))
         if request.get("settled_ns") is not None:
-            nmt.inference.conversions.SETTLED_NS = request["settled_ns"]
+            nmt.engines.conversions.SETTLED_NS = request["settled_ns"]
         count = stop_at(request["root"], request.get("kill", {}))
         code = 0
         try:
@@ -100,7 +100,7 @@ FORKER = textwrap.dedent(r"""
                 sys.argv = ["nmt", *request["argv"]]
                 nmt.cli.main.main()
             else:
-                nmt.inference.conversions.converted(Path(request["model"]))
+                nmt.engines.conversions.converted(Path(request["model"]))
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         except NmtError as e:
@@ -250,7 +250,7 @@ class Clean(dict):
 
 @pytest.fixture(scope="module")
 def clean(forker, sources, tmp_path_factory) -> Clean:
-    from nmt.inference.conversions import checkpoint_digest
+    from nmt.engines.conversions import checkpoint_digest
 
     out = Clean()
     out.sha256 = sha256 = checkpoint_digest(sources["checkpoint"])
@@ -373,7 +373,7 @@ def test_a_damaged_entry_that_cannot_be_removed_is_one_line_of_error(sources, tm
     import re
 
     from nmt.core.errors import OutputError
-    from nmt.inference import conversions
+    from nmt.engines import conversions
 
     monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
     entry = conversions.converted(sources["checkpoint"])

@@ -18,7 +18,7 @@ from nmt.core.errors import ConfigError, DataError
 from nmt.core.identity import DataIdentity, multilingual
 from nmt.data.batches import sample_parts
 from nmt.data.dataset import ParallelDataset, data_identity, prepare
-from nmt.inference.heatmaps import word_of_each_piece
+from nmt.engines.heatmaps import word_of_each_piece
 from nmt.text.tags import Tagged, with_tags
 from nmt.text.tokenizer import from_file
 

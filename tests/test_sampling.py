@@ -14,8 +14,8 @@ import torch
 
 from nmt.core.errors import ConfigError
 from nmt.core.vocab import EOS
-from nmt.inference.search import SearchConfig, draw, sample_search, sampling_probs
-from nmt.inference.translator import Translator
+from nmt.engines.search import SearchConfig, draw, sample_search, sampling_probs
+from nmt.engines.torch_engine import TorchEngine
 
 NEG = float("-inf")
 P = torch.tensor([[0.5, 0.3, 0.15, 0.05]])  # four tokens, sorted by probability
@@ -124,17 +124,17 @@ LINES = (Path(__file__).resolve().parent.parent / "nmt" / "sample_data" / "test.
 
 
 def test_topk_1_sampling_is_greedy(tiny_checkpoint):
-    greedy = Translator(tiny_checkpoint, SearchConfig(beam=1)).translate_chunk(LINES)
-    sampled = Translator(tiny_checkpoint, SearchConfig(sampling=True, topk=1)).translate_chunk(LINES)
+    greedy = TorchEngine(tiny_checkpoint, SearchConfig(beam=1)).translate_chunk(LINES)
+    sampled = TorchEngine(tiny_checkpoint, SearchConfig(sampling=True, topk=1)).translate_chunk(LINES)
     assert [t.text for t in sampled] == [t.text for t in greedy]
 
 
 def test_translator_samples_are_reproducible_across_chunkings(tiny_checkpoint):
     cfg = SearchConfig(sampling=True, nbest=2, temperature=1.5, seed=3)
-    a = [t.text for t in Translator(tiny_checkpoint, cfg).translate([LINES])]
-    b = [t.text for t in Translator(tiny_checkpoint, cfg, max_sentences=3).translate([LINES[:5], LINES[5:]])]
+    a = [t.text for t in TorchEngine(tiny_checkpoint, cfg).translate([LINES])]
+    b = [t.text for t in TorchEngine(tiny_checkpoint, cfg, max_sentences=3).translate([LINES[:5], LINES[5:]])]
     assert a == b
-    greedy = [t.text for t in Translator(tiny_checkpoint, SearchConfig(beam=1)).translate_chunk(LINES)]
+    greedy = [t.text for t in TorchEngine(tiny_checkpoint, SearchConfig(beam=1)).translate_chunk(LINES)]
     assert a != greedy  # temperature 1.5 over 12 lines: some draw differs from the arg-max
 
 

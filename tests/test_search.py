@@ -12,7 +12,7 @@ import torch
 
 from nmt.config import ModelConfig
 from nmt.core.vocab import BOS, EOS, PAD, UNK
-from nmt.inference.search import (
+from nmt.engines.search import (
     SearchConfig,
     argmax_by_chunks,
     beam_search,
@@ -631,11 +631,11 @@ def test_shared_source_equals_copied_source(real_model, beam, nbest):
 
 
 def test_every_search_option_has_one_row_of_the_decoding_table():
-    """A field added to SearchConfig needs its row in nmt.inference.decoding (what each engine and the server
+    """A field added to SearchConfig needs its row in nmt.engines.decoding (what each engine and the server
     do with it): the engines and the server read the options from there."""
     import dataclasses
 
-    from nmt.inference.decoding import OPTIONS
+    from nmt.engines.decoding import OPTIONS
 
     rows = [o.field for o in OPTIONS]
     assert sorted(rows) == sorted(f.name for f in dataclasses.fields(SearchConfig))
@@ -643,12 +643,12 @@ def test_every_search_option_has_one_row_of_the_decoding_table():
 
 
 def test_the_torch_functions_of_each_row_read_its_field():
-    """Each row names the functions of nmt.inference.search that read its field (`cfg.<field>`)."""
+    """Each row names the functions of nmt.engines.search that read its field (`cfg.<field>`)."""
     import ast
     import inspect
 
-    import nmt.inference.search as search_module
-    from nmt.inference.decoding import OPTIONS
+    import nmt.engines.search as search_module
+    from nmt.engines.decoding import OPTIONS
 
     tree = ast.parse(inspect.getsource(search_module))
     reads = {f.name: {n.attr for n in ast.walk(f) if isinstance(n, ast.Attribute)
@@ -669,7 +669,7 @@ def test_the_torch_functions_of_each_row_read_its_field():
 def test_the_table_gives_ctranslate2_its_keywords(cfg, options):
     """The rows' translate_batch keywords (the sampling ones for sampling only: CTranslate2 reads them in
     beam search too)."""
-    from nmt.inference.decoding import OPTIONS
+    from nmt.engines.decoding import OPTIONS
 
     given: dict = {}
     for option in OPTIONS:
@@ -732,7 +732,7 @@ def test_restrict_tokens_free_eos():
 def test_keep_best_hand_computed():
     # K 2, t 1 (length 2), len^1: only the top K candidates count; EOS -2.0 -> -1.0 joins the kept -1.0;
     # "a" does not end; EOS -4.0 is third, out of the top K.
-    from nmt.inference.search import keep_best
+    from nmt.engines.search import keep_best
 
     kept = torch.tensor([[-1.0, NEG_INF]])
     cfg = SearchConfig(beam=2, lenpen=1.0, lenpen_type="power", early_stopping=False)
@@ -745,7 +745,7 @@ def test_keep_best_hand_computed():
 def test_beam_done_hand_computed(early_stopping, expected):
     # t 1 (length 2), len^1: the best running beams' bounds -0.5, -1.5, -0.5, and a dead sentence (-inf).
     # Sentence 0: -0.5 > -0.6 goes on without early stopping; 1: -1.5 <= -1.4 is over; 2: one ended only.
-    from nmt.inference.search import beam_done
+    from nmt.engines.search import beam_done
 
     scores = torch.tensor([[-1.0, -2.0], [-3.0, -4.0], [-1.0, -2.0], [NEG_INF, NEG_INF]])
     n_finished = torch.tensor([2, 2, 1, 0])
@@ -756,7 +756,7 @@ def test_beam_done_hand_computed(early_stopping, expected):
 
 
 def test_best_hypotheses_by_score_without_early_stopping():
-    from nmt.inference.search import Hypothesis, best_hypotheses
+    from nmt.engines.search import Hypothesis, best_hypotheses
 
     hyps = [Hypothesis([A], -1.0, -1.0), Hypothesis([A, A, A], -0.5, -2.0), Hypothesis([B_], -0.9, -0.9)]
     assert [h.tokens for h in best_hypotheses(hyps, 2, 2)] == [[B_], [A]]  # the 2 likeliest, by score

@@ -30,8 +30,8 @@ import requests  # noqa: E402
 from test_cli import ENV, nmt, ok  # noqa: E402
 
 from nmt.core.errors import ConfigError, InputError, OutputError  # noqa: E402
-from nmt.inference.search import Hypothesis, SearchConfig  # noqa: E402
-from nmt.inference.translator import Translation  # noqa: E402
+from nmt.engines.base import Translation  # noqa: E402
+from nmt.engines.search import Hypothesis, SearchConfig  # noqa: E402
 from nmt.serve import Batcher, Overloaded, RequestError, ServeConfig, TooLarge, check_files  # noqa: E402
 from nmt.serve.batcher import PendingRequest  # noqa: E402
 
@@ -326,8 +326,8 @@ def test_queue_limits_and_a_timed_out_request_is_withdrawn():
 
 PINNED_THREADS = """
 import threading, time, torch
-from nmt.inference.search import SearchConfig
-from nmt.inference.translator import Translation
+from nmt.engines.search import SearchConfig
+from nmt.engines.base import Translation
 from nmt.serve import translate_function
 from nmt.serve.backend import Job
 
@@ -504,9 +504,9 @@ def test_bad_requests_get_a_json_error(server, body, status, words):
 
 
 def test_a_request_sets_the_search_settings_of_the_decoding_table():
-    """POST /v1/translate takes the search settings that nmt.inference.decoding lets a request set (beam, nbest),
+    """POST /v1/translate takes the search settings that nmt.engines.decoding lets a request set (beam, nbest),
     between the text and the key; the server checks them as the config does (422 with the setting's name)."""
-    from nmt.inference.decoding import REQUEST_OPTIONS
+    from nmt.engines.decoding import REQUEST_OPTIONS
     from nmt.serve.schemas import TranslateRequest, settings_of
 
     assert list(TranslateRequest.model_fields) == ["text", "source", "target", "format", "scores",
@@ -626,6 +626,16 @@ def test_docs_work_offline(server):
 def test_libretranslate_refuses_another_direction(server):
     r = server.post("/translate", {"q": "a", "source": "de", "target": "en"})
     assert r.status_code == 400 and r.json()["error"] == "de is not supported: this server translates en to de"
+
+
+def test_the_translating_routes_are_marked_where_they_are_declared():
+    """A route that translates bears `@translating` (its latency is measured): nmt's /v1/translate and
+    LibreTranslate's /translate and /translate_file; the other routes do not."""
+    from nmt.serve import libre, native, web
+    from nmt.serve.service import translating_paths
+
+    routes = [*native.router.routes, *libre.router.routes, *web.router.routes]
+    assert translating_paths(routes) == {"/v1/translate", "/translate", "/translate_file"}
 
 
 def test_health_and_metrics(server):

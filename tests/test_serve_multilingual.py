@@ -26,7 +26,7 @@ from test_serve import Server, StubDetector, on_uvicorn  # noqa: E402
 from nmt.config import InferenceConfig, ModelConfig, ServeConfig, TrainConfig  # noqa: E402
 from nmt.core.errors import ConfigError  # noqa: E402
 from nmt.core.identity import DataIdentity  # noqa: E402
-from nmt.inference.engines import open_engine  # noqa: E402
+from nmt.engines.choice import open_engine  # noqa: E402
 from nmt.model.checkpoint import Checkpoint, load, save  # noqa: E402
 from nmt.model.transformer import Transformer  # noqa: E402
 from nmt.serve.backend import open_directions, plan  # noqa: E402

@@ -23,8 +23,8 @@ import test_serve  # noqa: E402
 from test_cli import ENV  # noqa: E402
 
 from nmt.core.errors import ConfigError  # noqa: E402
-from nmt.inference.search import Hypothesis, SearchConfig  # noqa: E402
-from nmt.inference.translator import Translation  # noqa: E402
+from nmt.engines.base import Translation  # noqa: E402
+from nmt.engines.search import Hypothesis, SearchConfig  # noqa: E402
 from nmt.serve import ServeConfig, TooLarge  # noqa: E402
 
 # -- servers -----------------------------------------------------------------------------------------
@@ -358,7 +358,7 @@ def test_an_unknown_download_is_a_404_json(served, path):
 
 
 def test_the_store_keeps_the_newest_files_within_its_bounds():
-    from nmt.serve.web import FileStore
+    from nmt.serve.libre import FileStore
 
     now = [0.0]
     store = FileStore(count=2, size=10, ttl=60, clock=lambda: now[0])

@@ -16,11 +16,11 @@ from conftest import prepare_sample
 from nmt.config import SearchConfig
 from nmt.core.errors import CheckpointError, ConfigError, DataError
 from nmt.core.vocab import EOS, SPECIALS
-from nmt.data.cooccurrence import learn_shortlist
-from nmt.inference.search import Restricted
+from nmt.distillation.cooccurrence import learn_shortlist
+from nmt.distillation.shortlisting import attach_shortlist
+from nmt.engines.search import Restricted
 from nmt.model import checkpoint
 from nmt.model.shortlist import NONE, Shortlist
-from nmt.workflows.shortlisting import attach_shortlist
 
 # (source ids, target ids) of each pair; target counts 6: 3, 7: 2, 8: 2, 9: 3; sources 4 and 5 in 3 pairs each
 PAIRS = [([4, 5], [6, 7]), ([4], [6, 8]), ([5, 5], [7, 9, 9]), ([4, 5], [6, 9, 8])]
@@ -144,30 +144,30 @@ def lines(n: int = 30) -> list[str]:
 @pytest.mark.parametrize("beam", [1, 4])
 def test_both_engines_translate_alike_with_it(shortlisted, beam):
     pytest.importorskip("ctranslate2")
-    from nmt.inference.ct2_engine import CTranslate2Translator
-    from nmt.inference.ct2_export import export_ctranslate2
-    from nmt.inference.translator import Translator
+    from nmt.engines.ct2_engine import CTranslate2Engine
+    from nmt.engines.ct2_export import export_ctranslate2
+    from nmt.engines.torch_engine import TorchEngine
 
     model = shortlisted[0].parent / "s.pt"
     out = model.parent / f"ct2-{beam}"
     export_ctranslate2(model, out)
     cfg = SearchConfig(beam=beam).validate()
-    ours = Translator(model, cfg, max_sentences=8).translate_chunk(lines())
-    ct2 = CTranslate2Translator(out, cfg, threads=1, max_sentences=8, fallback=lambda: Translator(model, cfg))
+    ours = TorchEngine(model, cfg, max_sentences=8).translate_chunk(lines())
+    ct2 = CTranslate2Engine(out, cfg, threads=1, max_sentences=8, fallback=lambda: TorchEngine(model, cfg))
     theirs = ct2.translate_chunk(lines())
     assert ct2.use_vmap and [t.text for t in theirs] == [t.text for t in ours]
     assert [t.hypotheses[0][1].log_prob for t in theirs] == pytest.approx(
         [t.hypotheses[0][1].log_prob for t in ours], abs=1e-3)
     assert ct2.fallback is not None and ct2.fallback.sentences < len(lines()) // 2  # mostly CTranslate2's own
-    whole = Translator(model, cfg, max_sentences=8, shortlist=False).translate_chunk(lines())
+    whole = TorchEngine(model, cfg, max_sentences=8, shortlist=False).translate_chunk(lines())
     assert [t.text for t in whole] != [t.text for t in ours]  # the shortlist restricts something
-    unrestricted = CTranslate2Translator(out, cfg, threads=1, max_sentences=8, shortlist=False)
+    unrestricted = CTranslate2Engine(out, cfg, threads=1, max_sentences=8, shortlist=False)
     assert not unrestricted.use_vmap
 
 
 def test_vmap_txt(shortlisted, tmp_path):
     pytest.importorskip("ctranslate2")
-    from nmt.inference.ct2_export import MANIFEST_FILE, VMAP_FILE, ctranslate2_vocabulary, export_ctranslate2
+    from nmt.engines.ct2_export import MANIFEST_FILE, VMAP_FILE, ctranslate2_vocabulary, export_ctranslate2
     from nmt.text.tokenizer import load_tokenizer
 
     model = shortlisted[0].parent / "s.pt"

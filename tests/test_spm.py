@@ -357,8 +357,8 @@ def test_bad_side(tokenizer):
 def test_prepare_train_translate_with_sentencepiece(tiny_spm, tiny_corpus, tmp_path):
     """nmt prepare --bpe SPM.model, a few updates of training, and translation, as with youtokentome."""
     from nmt.data.dataset import data_identity, load_meta, prepare, read_tokenizer
-    from nmt.inference.search import SearchConfig
-    from nmt.inference.translator import Translator
+    from nmt.engines.search import SearchConfig
+    from nmt.engines.torch_engine import TorchEngine
     from nmt.model import checkpoint
     from nmt.training.launch import train
 
@@ -373,7 +373,7 @@ def test_prepare_train_translate_with_sentencepiece(tiny_spm, tiny_corpus, tmp_p
     ckpt = checkpoint.load(checkpoint.latest(tmp_path / "run"))
     assert ckpt.tokenizer == {"kind": "sentencepiece", "version": 1, "source": tiny_spm.read_bytes()}
     assert ckpt.data == data_identity(tmp_path / "data")
-    [t] = Translator(checkpoint.latest(tmp_path / "run"), SearchConfig(beam=2)).translate_chunk(["A man is riding a bicycle ."])
+    [t] = TorchEngine(checkpoint.latest(tmp_path / "run"), SearchConfig(beam=2)).translate_chunk(["A man is riding a bicycle ."])
     assert isinstance(t.text, str) and t.hypotheses
 
 

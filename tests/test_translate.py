@@ -1,4 +1,4 @@
-"""Translator: one output per input line, order restored, batching-independent; streaming input; n-best format."""
+"""TorchEngine: one output per input line, order restored, batching-independent; streaming input; n-best format."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import pytest
 
 from nmt.core.errors import ConfigError, InputError
 from nmt.core.progress import Progress
-from nmt.inference.search import SearchConfig
-from nmt.inference.translator import Translation, Translator, format_nbest, read_chunks, translate_file
+from nmt.documents.streams import read_chunks, translate_file
+from nmt.engines.base import Translation
+from nmt.engines.search import SearchConfig
+from nmt.engines.torch_engine import TorchEngine
+from nmt.workflows.translation import format_nbest
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +23,8 @@ def sources(tiny_corpus) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def translator(tiny_checkpoint) -> Translator:
-    return Translator(tiny_checkpoint, SearchConfig(beam=4))
+def translator(tiny_checkpoint) -> TorchEngine:
+    return TorchEngine(tiny_checkpoint, SearchConfig(beam=4))
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,7 @@ def reference(translator, sources) -> list[str]:
 
 def test_one_output_per_input(tiny_checkpoint, sources):
     events: list[Progress] = []
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=2), progress=events.append)
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=2), progress=events.append)
     limit = translator.max_positions - 1
     long_line = " ".join(["The little dog runs on the green grass."] * 60)
     assert len(translator.tokenizer.encode([long_line])[0]) > limit
@@ -55,7 +58,7 @@ def test_one_output_per_input(tiny_checkpoint, sources):
 
 def test_long_line_warning_counts_lines_across_chunks(tiny_checkpoint, sources):
     events: list[Progress] = []
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=1), progress=events.append)
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=1), progress=events.append)
     long_line = " ".join(["A man is riding a bicycle down the street."] * 60)
     out = list(translator.translate([[sources[0], sources[1]], ["", long_line]]))
     assert len(out) == 4 and out[3].text
@@ -85,7 +88,7 @@ def test_translate_file(translator, sources, reference, tmp_path):
 
 @pytest.mark.parametrize("max_tokens, max_sentences", [(4096, 1), (4096, 3), (4096, 64), (40, 128), (1, 128)])
 def test_batching_does_not_change_results(tiny_checkpoint, sources, reference, max_tokens, max_sentences):
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=4), max_tokens=max_tokens, max_sentences=max_sentences)
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=4), max_tokens=max_tokens, max_sentences=max_sentences)
     batches = list(translator.batches(translator.encode(sources, 0)))
     assert sorted(i for b in batches for i in b) == list(range(len(sources)))  # every line in one batch
     assert all(len(b) <= max_sentences for b in batches)
@@ -100,7 +103,7 @@ def test_chunking_does_not_change_results(translator, sources, reference):
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_cached_and_uncached_decoding_agree(tiny_checkpoint, sources, beam, monkeypatch):
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=beam, nbest=min(beam, 2)))
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=beam, nbest=min(beam, 2)))
     cached = translator.translate_chunk(sources[:20])
     start = translator.model.start_decoding
     calls = []
@@ -123,7 +126,7 @@ def test_bad_search_settings(tiny_checkpoint):
     for cfg in (SearchConfig(beam=0), SearchConfig(beam=2, nbest=3), SearchConfig(lenpen_type="x"),
                 SearchConfig(max_len_a=-1.0)):
         with pytest.raises(ConfigError):
-            Translator(tiny_checkpoint, cfg)
+            TorchEngine(tiny_checkpoint, cfg)
 
 
 # -- n-best ----------------------------------------------------------------------------------------
@@ -131,7 +134,7 @@ def test_bad_search_settings(tiny_checkpoint):
 
 def test_format_nbest(tiny_checkpoint, sources):
     n = 3
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=4, nbest=n))
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=4, nbest=n))
     lines = sources[:6]
     for i, t in enumerate(translator.translate([lines])):
         rows = format_nbest(i, t)
@@ -156,7 +159,7 @@ def test_format_nbest_empty_line():
 def test_nbest_gives_n_lines_for_empty_input(tiny_checkpoint):
     """docs/translation.md: `--nbest N` prints N lines per input, so an empty input line must give N lines too."""
     n = 2
-    translator = Translator(tiny_checkpoint, SearchConfig(beam=2, nbest=n))
+    translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=2, nbest=n))
     out = [format_nbest(i, t) for i, t in enumerate(translator.translate([["A dog runs.", ""]]))]
     assert [len(rows) for rows in out] == [n, n]
 
@@ -294,7 +297,7 @@ hostile_line = st.one_of(hostile_text.map(lambda t: t.encode("utf-8")),
 @example(lines=[b"7z\xbc\xaf'\x1c"], final_newline=False, nbest=1)  # 7z's signature: refused, not translated
 @example(lines=[b"\x1f\x8bgarbage", b"more"], final_newline=True, nbest=2)  # gzip's, then no gzip data
 def test_fuzz_one_output_line_per_input_line(tiny_checkpoint, tmp_path_factory, lines, final_newline, nbest):
-    """The CLI's path (read_chunks -> Translator.translate -> one '\\n'-ended row per hypothesis) on
+    """The CLI's path (read_chunks -> TorchEngine.translate -> one '\\n'-ended row per hypothesis) on
     arbitrary bytes: as many rows as input lines (times --nbest), none with a line break inside."""
     translator = fuzz_translator(tiny_checkpoint, nbest)
     raw = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
@@ -313,12 +316,12 @@ def test_fuzz_one_output_line_per_input_line(tiny_checkpoint, tmp_path_factory, 
     assert not any("\n" in row or "\r" in row for row in rows)
 
 
-_FUZZ_TRANSLATORS: dict[int, Translator] = {}
+_FUZZ_TRANSLATORS: dict[int, TorchEngine] = {}
 
 
-def fuzz_translator(checkpoint, nbest: int) -> Translator:
+def fuzz_translator(checkpoint, nbest: int) -> TorchEngine:
     """One translator per --nbest for all examples (hypothesis runs the test body many times)."""
     if nbest not in _FUZZ_TRANSLATORS:
-        _FUZZ_TRANSLATORS[nbest] = Translator(checkpoint, SearchConfig(beam=2, nbest=nbest, max_len_a=0.3, max_len_b=4),
+        _FUZZ_TRANSLATORS[nbest] = TorchEngine(checkpoint, SearchConfig(beam=2, nbest=nbest, max_len_a=0.3, max_len_b=4),
                                               max_tokens=64)
     return _FUZZ_TRANSLATORS[nbest]

@@ -19,10 +19,11 @@ from pathlib import Path
 import torch
 
 from nmt.core.files import read_lines
-from nmt.inference.evaluate import score
-from nmt.inference.search import SearchConfig
-from nmt.inference.translator import Translator, translate_file
+from nmt.documents.streams import translate_file
+from nmt.engines.search import SearchConfig
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
+from nmt.scoring import score
 
 
 def main() -> None:
@@ -51,7 +52,7 @@ def main() -> None:
             for beam in args.beam:
                 for lenpen in args.lenpen if beam > 1 else [0.0]:
                     start = time.monotonic()
-                    translator = Translator(path, SearchConfig(beam=beam, lenpen=lenpen))
+                    translator = TorchEngine(path, SearchConfig(beam=beam, lenpen=lenpen))
                     hyps = translate_file(translator, None, sources)
                     bleu = score(hyps, refs)[0]
                     print(f"| {k} | {last_update} | {beam} | {lenpen} | "

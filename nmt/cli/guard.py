@@ -1,6 +1,6 @@
 """The path rule at the command line: before a command runs, its outputs are checked against its inputs
 (nmt.core.files.check_outputs) and a closed stdout where it prints results is an error. Which parameter
-is an output, and what each command reads besides, is data: nmt.workflows.paths.COMMAND_PATHS.
+is an output, and what each command reads besides, is data: nmt.cli.paths.COMMAND_PATHS.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def command_paths(name: str, command: Any, params: Mapping[str, Any]) -> tuple[l
     """The outputs (nmt.core.files.Output) and inputs ((label, path)) of `command` (named `name`, as in
     COMMAND_PATHS) called with `params`."""
     # imported here, as in PathGuard.invoke: `nmt --help` needs neither
+    from nmt.cli.paths import COMMAND_PATHS
     from nmt.core.files import Output
-    from nmt.workflows.paths import COMMAND_PATHS
 
     roles = COMMAND_PATHS[name]
     outputs, inputs = [], []
@@ -77,8 +77,8 @@ class PathGuard(TyperCommand):
 
     def invoke(self, ctx: Any) -> Any:
         # the rules (and nmt.core.files) are read when a command runs: `nmt --help` needs none of them
+        from nmt.cli.paths import COMMAND_PATHS
         from nmt.core.files import check_outputs
-        from nmt.workflows.paths import COMMAND_PATHS
 
         name = command_name(ctx)
         roles = COMMAND_PATHS[name]

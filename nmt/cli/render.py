@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the commands import the library where they run (a fast --help)
-    from nmt.inference.evaluate import PairedScore, Score
+    from nmt.scoring import PairedScore, Score
     from nmt.workflows.evaluation import EvalResult
 
 
@@ -49,7 +49,7 @@ def scores_table(scores: list[Score]) -> str:
 
 def eval_report(result: EvalResult, as_json: bool) -> str:
     """What `nmt eval` prints: a table (or JSON) of each system's scores, or of the paired bootstrap test."""
-    from nmt.inference.evaluate import to_json
+    from nmt.scoring import to_json
 
     if result.paired is not None:
         if as_json:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
 from nmt.core.compression import BLOCK, CODECS, Codec, blocks, codec_of_name, compressing, decompressed, undecided
-from nmt.core.errors import BusyError, InputError, OutputError, os_error_message, ref
+from nmt.core.errors import BusyError, ConfigError, InputError, OutputError, os_error_message, ref
 
 try:
     import fcntl
@@ -455,3 +455,12 @@ def is_checkpoint_file(path: str | Path) -> bool:
 
     Here rather than in nmt.model.checkpoint so that asking does not import torch (about 230 MB)."""
     return Path(path).is_file() and zipfile.is_zipfile(path)
+
+
+def check_distinct(option: str, paths: list[Path]) -> None:
+    """ConfigError when a file is given twice (an ensemble of a model with itself, an average of a
+    checkpoint with itself: the same result as once, at twice the cost, and most likely a slip)."""
+    for i, path in enumerate(paths):
+        for earlier in paths[:i]:
+            if same_file(path, earlier):
+                raise ConfigError(f"{option} {path} is given twice (also as {earlier}); give each file once")

@@ -128,7 +128,7 @@ def search_defaults(config: dict[str, Any], generation: dict[str, Any], folder: 
     hypothesis' log-probability by len^length_penalty, len counting the generated tokens with EOS (nmt's
     --lenpen-type power), stops at max_length tokens with the decoder start, forcing EOS on the last (nmt's limit
     max_length - 2, + EOS, whatever the source's length), and its beam search goes on without early stopping
-    (early_stopping false, its default: nmt's --no-early-stopping, `nmt.inference.search.beam_done`)."""
+    (early_stopping false, its default: nmt's --no-early-stopping, `nmt.engines.search.beam_done`)."""
     where = folder / ("generation_config.json" if generation else "config.json")
     settings = {**config, **generation}
     values: dict[str, Any] = {"lenpen_type": "power", "lenpen": float_value(settings, "length_penalty", where, 1.0,

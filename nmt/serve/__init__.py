@@ -2,7 +2,7 @@
 multilingual model every direction it translates, loaded once), with dynamic batching.
 
 One concept per module: `backend` (what the server needs of an engine: each request's job, a direction, a search and
-a format, run through `nmt.inference.documents`; which checkpoint serves which direction), `batcher` (the queue and
+a format, run through `nmt.documents.texts`; which checkpoint serves which direction), `batcher` (the queue and
 the worker thread, merging requests of one job), `http_errors` (failures as JSON), `schemas` (request and response
 bodies), `service` (what every translating endpoint does: routing by direction, language detection, limits; the API
 keys and access log checked), `routes` (the server's own endpoints), `libre` (LibreTranslate's API), `web` (the
@@ -14,7 +14,7 @@ extra `nmt-toolkit[serve]`: this package can be imported without it, and `requir
 """
 
 from nmt.config import ServeConfig
-from nmt.inference.engines import Engine as TranslationEngine
+from nmt.engines.base import Engine
 from nmt.serve.backend import ModelInfo, model_info, translate_function
 from nmt.serve.batcher import Batcher, PendingRequest
 from nmt.serve.http_errors import Overloaded, RequestError, TooLarge
@@ -23,4 +23,4 @@ from nmt.serve.service import check_files
 
 __all__ = ["Batcher", "check_files", "ModelInfo", "Overloaded", "PendingRequest", "RequestError", "ServeConfig",
            "TooLarge",
-           "TranslationEngine", "address", "listen", "model_info", "require_web_stack", "serve", "translate_function"]
+           "Engine", "address", "listen", "model_info", "require_web_stack", "serve", "translate_function"]

@@ -10,15 +10,17 @@ from typing import Any, Callable, Optional, Union
 
 from nmt.config import ServeConfig
 from nmt.core.errors import ConfigError
-from nmt.inference.engines import Engine as TranslationEngine
+from nmt.engines.base import Engine
 from nmt.serve.backend import ModelInfo, TranslateFn, translate_function
 from nmt.serve.batcher import Batcher
 from nmt.serve.http_errors import install_handlers
+from nmt.serve.libre import install as install_libre
 from nmt.serve.libre import router as libre_router
 from nmt.serve.middleware import Gate, Metrics, RequestRecord
-from nmt.serve.routes import router as own_router
-from nmt.serve.service import DetectorFactory, Service, check_files
+from nmt.serve.native import router as native_router
+from nmt.serve.service import DetectorFactory, Service, check_files, translating_paths
 from nmt.serve.web import install as install_web
+from nmt.serve.web import router as web_router
 from nmt.text.languages import Detector
 
 # Seconds the worker still gets after the drain for the batch it is in (its clients were cut; a batch about to
@@ -46,7 +48,7 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
     await loop.run_in_executor(None, service.batcher.close, max(wait, WORKER_GRACE))
 
 
-def create_app(engines: Union[TranslationEngine, Sequence[TranslationEngine]],
+def create_app(engines: Union[Engine, Sequence[Engine]],
                infos: Union[ModelInfo, Sequence[ModelInfo]], cfg: ServeConfig, translate: Optional[TranslateFn] = None,
                on_ready: Callable[[], None] = lambda: None,
                on_done: Callable[[RequestRecord], None] = lambda r: None,
@@ -74,10 +76,12 @@ def create_app(engines: Union[TranslationEngine, Sequence[TranslationEngine]],
     served = ", ".join(f"{info.src} -> {info.tgt} with {info.name}" for info in infos)
     app = FastAPIOffline(title="nmt", description=f"Translation {served}", lifespan=lifespan)
     install_handlers(app)
-    app.include_router(own_router)
-    app.include_router(libre_router)
-    web = install_web(app, cfg)  # the page, the file routes, CORS
-    metrics = Metrics({getattr(route, "path", "") for route in app.routes})
+    app.include_router(native_router)  # nmt's own API
+    install_libre(app, cfg)  # LibreTranslate's, its file routes and their store included
+    web = install_web(app, cfg)  # the page; the CORS layer
+    # the routes as declared: FastAPI may keep an included router's routes inside it, out of app.routes
+    routes = [*app.routes, *native_router.routes, *libre_router.routes, *web_router.routes]
+    metrics = Metrics({getattr(route, "path", "") for route in routes} - {""}, translating_paths(routes))
     by_direction = {info.direction: engine for info, engine in zip(infos, engines)}
     batcher = Batcher(translate or translate_function(by_direction, split), cfg, metrics.on_batch)
     metrics.watch_queue(lambda: batcher.queued_lines)

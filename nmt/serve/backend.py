@@ -1,5 +1,5 @@
-"""What the server needs of its translation engines (`nmt.inference.engines.Engine`, torch's or CTranslate2's),
-one per direction: how the worker thread calls them (texts, through `nmt.inference.documents.Documents`), each
+"""What the server needs of its translation engines (`nmt.engines.base.Engine`, torch's or CTranslate2's),
+one per direction: how the worker thread calls them (texts, through `nmt.documents.texts.Documents`), each
 model's identity, and which checkpoint serves which direction (`plan`: checkpoints of the same languages are an
 ensemble; a multilingual checkpoint serves each of its directions with its one engine; a direction offered by a
 bilingual checkpoint and a multilingual one is the bilingual one's, said at start)."""
@@ -19,10 +19,9 @@ import torch
 from nmt.config import SearchConfig
 from nmt.core.errors import ConfigError
 from nmt.core.identity import DataIdentity
-from nmt.inference.decoding import SHOWN
-from nmt.inference.documents import Documents, Format
-from nmt.inference.engines import Engine as TranslationEngine
-from nmt.inference.translator import Translation
+from nmt.documents.texts import Documents, Format
+from nmt.engines.base import Engine, Translation
+from nmt.engines.decoding import SHOWN
 
 Direction = tuple[str, str]  # (source, target) language codes
 
@@ -40,7 +39,7 @@ class Job:
 TranslateFn = Callable[[list[str], Job], Sequence[Translation]]
 
 
-def translate_function(engines: Mapping[Direction, TranslationEngine], split: bool = True) -> TranslateFn:
+def translate_function(engines: Mapping[Direction, Engine], split: bool = True) -> TranslateFn:
     """The worker's function: the texts of a job, each translated whole (cut into sentences with `split`, lines
     and HTML kept) by the job's engine with its search settings (the model and tokenizer are shared).
 
@@ -79,7 +78,7 @@ class ModelInfo:
         return self.src, self.tgt
 
 
-def model_info(paths: Sequence[str | Path], engine: TranslationEngine) -> ModelInfo:
+def model_info(paths: Sequence[str | Path], engine: Engine) -> ModelInfo:
     """The model's identity: file name(s), direction, sha256 of the checkpoint file(s), search defaults."""
     digest = hashlib.sha256()
     for path in paths:
@@ -148,13 +147,13 @@ def plan(paths: Sequence[Path], data_of: Callable[[Path], DataIdentity],
     return [group for group, _ in groups]
 
 
-def open_directions(paths: Sequence[Path], opener: Callable[[list[Path]], TranslationEngine],
+def open_directions(paths: Sequence[Path], opener: Callable[[list[Path]], Engine],
                     data_of: Callable[[Path], DataIdentity], log: Callable[[str], None] = lambda message: None
-                    ) -> tuple[list[TranslationEngine], list[ModelInfo]]:
+                    ) -> tuple[list[Engine], list[ModelInfo]]:
     """One engine per direction served, and its model's identity, for the checkpoints `paths` (`plan`): `opener`
     opens each group's model once; each direction is its `with_direction` (sharing the model: a multilingual
     model is in memory once, whatever the number of its directions)."""
-    engines: list[TranslationEngine] = []
+    engines: list[Engine] = []
     infos: list[ModelInfo] = []
     for group in plan(paths, data_of, log):
         engine = opener(group.paths)

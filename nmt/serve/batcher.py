@@ -37,7 +37,7 @@ from nmt.serve.backend import Job, TranslateFn
 from nmt.serve.http_errors import Overloaded, TooLarge
 
 if TYPE_CHECKING:
-    from nmt.inference.translator import Translation
+    from nmt.engines.base import Translation
 
 SLICE_LINES = 16  # texts of one request per batch: chosen by measurement (docs/commands/serve.md, fairness)
 

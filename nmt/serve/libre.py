@@ -1,30 +1,54 @@
-"""LibreTranslate's API, so that its clients and web pages work unchanged: POST /translate (routed by source and
-target among the directions served; source auto detects each text's language), POST /detect, GET /languages,
-GET /frontend/settings. Bodies are JSON or form fields (urlencoded or multipart), as LibreTranslate reads them;
-errors are `{"error": "..."}` with LibreTranslate's statuses (400, 403). The request field `scores` is nmt's
-extension: each translation's confidence (docs/commands/serve.md)."""
+"""LibreTranslate's API, every route of it, so that its clients and web pages work unchanged: POST /translate (routed
+by source and target among the directions served; source auto detects each text's language), POST /detect,
+GET /languages, GET /frontend/settings, and the file routes, POST /translate_file (.txt and .html) and
+GET /download_file/{name}, whose translated files are kept in memory (`FileStore`), bounded in number, bytes and
+lifetime. Bodies are JSON or form fields (urlencoded or multipart), as LibreTranslate reads them; errors are
+`{"error": "..."}` with LibreTranslate's statuses (400, 403). The request field `scores` is nmt's extension: each
+translation's confidence (docs/commands/serve.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
-from typing import Any, TypeVar
+import os
+import time
+import uuid
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
+from starlette.datastructures import UploadFile
 
+from nmt.config import ServeConfig
 from nmt.config.flags import as_flags
 from nmt.core.errors import ref
-from nmt.inference.documents import TextTranslation
-from nmt.serve.http_errors import NOT_JSON, RequestError, shown
+from nmt.documents.texts import TextTranslation
+from nmt.serve.http_errors import NOT_JSON, RequestError, TooLarge, shown
 from nmt.serve.schemas import ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest, LibreResponse
-from nmt.serve.service import Service
-from nmt.serve.web import SUPPORTED_FILES
+from nmt.serve.service import Service, check_format, translating
 from nmt.text.languages import language_name
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 router = APIRouter(tags=["LibreTranslate"])
 M = TypeVar("M", bound=BaseModel)
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+# The file formats /translate_file takes: extension -> (the format translate_texts is given, the answer's type).
+FILE_FORMATS = {".txt": ("text", "text/plain; charset=utf-8"), ".html": ("html", "text/html; charset=utf-8")}
+SUPPORTED_FILES = list(FILE_FORMATS)  # /frontend/settings' supportedFilesFormat
+MAX_NAME_BYTES = 255  # of an uploaded file's name (a file system's NAME_MAX)
+ALTERNATIVES = {"nbest": "alternatives"}  # how a LibreTranslate request asks for n-best (alternatives + 1)
+
+
+def install(app: FastAPI, cfg: ServeConfig) -> None:
+    """Add LibreTranslate's routes to `app`, with the store of the translated files."""
+    app.include_router(router)
+    app.state.files = FileStore(cfg.max_files, cfg.max_files_bytes, cfg.files_ttl)
 
 
 def body_doc(model: type[BaseModel]) -> dict[str, Any]:
@@ -68,6 +92,7 @@ def parse(model: type[M], data: dict[str, Any]) -> M:
 
 @router.post("/translate", response_model=LibreResponse, response_model_exclude_none=True, responses=ERRORS,
              openapi_extra=body_doc(LibreRequest))
+@translating
 async def translate(request: Request) -> dict[str, Any]:
     """LibreTranslate-compatible: `q`, `source` (or auto), `target`, `format` (text, html), `alternatives`,
     `api_key` -> `translatedText`; nmt's `scores: true` adds each translation's confidence."""
@@ -77,8 +102,7 @@ async def translate(request: Request) -> dict[str, Any]:
     if not req.q:
         raise RequestError("Invalid request: missing q parameter", 400)
     fmt = req.format or "text"
-    if fmt not in ("text", "html"):
-        raise RequestError(f"{shown(fmt)} format is not supported", 400)
+    check_format(fmt)
     if req.alternatives > service.widest - 1:  # in LibreTranslate's words
         raise RequestError(as_flags(f"Invalid request: alternatives parameter must be <= {service.widest - 1} "
                                     f"({ref('max_beam')} {service.widest})"), 400)
@@ -112,7 +136,7 @@ async def translate_grouped(service: Service, request: Request, texts: list[str]
     for i, source in enumerate(sources):
         groups.setdefault(source, []).append(i)
     results = await asyncio.gather(*(
-        service.translate_texts(request, [texts[i] for i in at], source, target, format=fmt,
+        service.translate_texts(request, [texts[i] for i in at], source, target, format=fmt, names=ALTERNATIVES,
                                 search=service.search_for(settings, 400, (source, target)))
         for source, at in groups.items()))
     done: list[Any] = [None] * len(texts)
@@ -156,3 +180,131 @@ async def frontend_settings(request: Request) -> dict[str, Any]:
             "supportedFilesFormat": list(SUPPORTED_FILES),
             "language": {"source": {"code": src, "name": language_name(src)},
                          "target": {"code": tgt, "name": language_name(tgt)}}}
+
+
+# -- files ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredFile:
+    name: str  # as uploaded: the name it is downloaded as
+    data: bytes
+    media_type: str
+    expires: float  # on the store's clock
+
+
+class FileStore:
+    """Translated files kept for download, in memory, under a name no one can guess (<uuid>.<name>): at most
+    `count` files and `size` bytes (the oldest go first to make room), each for `ttl` seconds."""
+
+    def __init__(self, count: int, size: int, ttl: float, clock: Callable[[], float] = time.monotonic):
+        self.count, self.size, self.ttl, self.clock = count, size, ttl, clock
+        self.files: OrderedDict[str, StoredFile] = OrderedDict()  # oldest first (hence first to expire)
+        self.bytes = 0
+
+    def put(self, name: str, data: bytes, media_type: str) -> str:
+        """Keep `data`; its download name. TooLarge when it alone is more than the store may hold."""
+        if len(data) > self.size:
+            raise TooLarge(as_flags(f"the translated file has {len(data):,} bytes; at most {self.size:,} are kept "
+                                    f"({ref('max_files_bytes')})"))
+        self.expire()
+        while self.files and (len(self.files) >= self.count or self.bytes + len(data) > self.size):
+            self.drop_oldest()
+        key = f"{uuid.uuid4().hex}.{name}"
+        self.files[key] = StoredFile(name, data, media_type, self.clock() + self.ttl)
+        self.bytes += len(data)
+        return key
+
+    def get(self, key: str) -> Optional[StoredFile]:
+        self.expire()
+        return self.files.get(key)
+
+    def expire(self) -> None:
+        now = self.clock()
+        while self.files and next(iter(self.files.values())).expires <= now:
+            self.drop_oldest()
+
+    def drop_oldest(self) -> None:
+        _, stored = self.files.popitem(last=False)
+        self.bytes -= len(stored.data)
+
+
+def checked_name(name: Optional[str]) -> str:
+    """An uploaded file's name, as LibreTranslate checks it; 400 for one that is a path or holds a control
+    character (it is sent back in a URL and a Content-Disposition header)."""
+    if not name:
+        raise RequestError("Invalid request: empty file", 400)
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise RequestError(f"Invalid request: invalid file name {shown(name)}: more than {MAX_NAME_BYTES} bytes", 400)
+    if "/" in name or "\\" in name or name.strip(".") == "" or not name.isprintable():
+        raise RequestError(f"Invalid request: invalid file name {shown(name)}: give a file's own name, without a "
+                           "folder or control characters", 400)
+    if os.path.splitext(name)[1].lower() not in FILE_FORMATS:
+        raise RequestError(f"Invalid request: file format not supported ({shown(name)}); send "
+                           f"{' or '.join(FILE_FORMATS)}", 400)
+    return name
+
+
+def file_text(data: bytes) -> str:
+    """An uploaded file's text: UTF-8 (a byte order mark dropped); 400 when empty or not UTF-8."""
+    if not data:
+        raise RequestError("Invalid request: empty file", 400)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise RequestError(f"Invalid request: the file is not UTF-8 text (byte {e.start:,} cannot be read); save it "
+                           "as UTF-8", 400) from None
+
+
+async def source_of(service: Service, text: str, fmt: str, source: str, target: str) -> str:
+    """`source`, or for auto the language detected (`Service.detect_sources`)."""
+    if source != "auto":
+        return source
+    return (await service.detect_sources([text], target, fmt))[0].language
+
+
+def form_doc() -> dict[str, Any]:
+    """The OpenAPI request body of /translate_file: LibreTranslate's multipart fields."""
+    fields = {"file": {"type": "string", "format": "binary"}, "source": {"type": "string", "example": "en"},
+              "target": {"type": "string", "example": "de"}, "api_key": {"type": "string"}}
+    schema = {"type": "object", "properties": fields, "required": ["file", "source", "target"]}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
+
+
+@router.post("/translate_file", responses=ERRORS, openapi_extra=form_doc())
+@translating
+async def translate_file(request: Request) -> dict[str, str]:
+    """LibreTranslate-compatible: a .txt or .html `file` (multipart), `source` (or auto), `target` (and `api_key`)
+    -> `translatedFileUrl`, where the translation can be downloaded for --files-ttl seconds."""
+    service: Service = request.app.state.service
+    async with request.form(max_part_size=service.cfg.body_limit) as form:
+        fields = {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
+        service.check_key(fields.get("api_key"))
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise RequestError("Invalid request: missing file parameter", 400)
+        for field in ("source", "target"):
+            if not fields.get(field):
+                raise RequestError(f"Invalid request: missing {field} parameter", 400)
+        name = checked_name(upload.filename)
+        text = file_text(await upload.read())
+    fmt, media_type = FILE_FORMATS[os.path.splitext(name)[1].lower()]
+    source = await source_of(service, text, fmt, fields["source"], fields["target"])
+    done = await service.translate_texts(request, [text], source, fields["target"], format=fmt)
+    key = request.app.state.files.put(name, done[0].text.encode("utf-8"), media_type)
+    return {"translatedFileUrl": f"{request.base_url}download_file/{quote(key)}"}
+
+
+@router.get("/download_file/{name}", response_class=Response, responses={404: ERRORS[400]})
+async def download_file(name: str, request: Request) -> Response:
+    """A file /translate_file translated, as an attachment under its own name; 404 once it is gone."""
+    stored = request.app.state.files.get(name)
+    if stored is None:
+        raise RequestError(as_flags(f"no translated file {shown(name)}: it was never made here, or has gone (kept "
+                                    f"{ref('files_ttl')} seconds, {ref('max_files')} files at most)"), 404)
+    ascii_name = stored.name.encode("ascii", "replace").decode().replace('"', "_").replace("?", "_")
+    disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(stored.name)}"
+    # sandboxed and never sniffed: an uploaded page is downloaded, not run as one of this server's
+    return Response(stored.data, media_type=stored.media_type,
+                    headers={"Content-Disposition": disposition, "Content-Security-Policy": "sandbox",
+                             "X-Content-Type-Options": "nosniff"})

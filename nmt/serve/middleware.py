@@ -212,14 +212,14 @@ def is_disconnect(e: BaseException) -> bool:
 # -- the server's Prometheus metrics (served at /metrics) -------------------------------------------
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-TRANSLATING = ("/v1/translate", "/translate")  # the endpoints whose latency is measured
 
 
 class Metrics:
     """Requests by endpoint and status, their latency, the batches and the queue, in one registry."""
 
-    def __init__(self, paths: Collection[str]):
+    def __init__(self, paths: Collection[str], translating: Collection[str] = ()):
         self.paths = frozenset(paths)  # a series per known path, not one per path a scanner tries
+        self.translating = frozenset(translating)  # the routes whose latency is measured (`service.translating`)
         self.registry = CollectorRegistry()
         self.requests = Counter("nmt_requests", "HTTP requests by endpoint and status", ["endpoint", "status"],
                                 registry=self.registry)
@@ -241,7 +241,7 @@ class Metrics:
         self.busy.inc(seconds)
 
     def on_request(self, path: str, status: int, seconds: float) -> None:
-        if path in TRANSLATING:
+        if path in self.translating:
             self.latency.labels(path).observe(seconds)
         if path in self.paths:
             self.requests.labels(path, str(status)).inc()

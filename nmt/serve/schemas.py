@@ -8,8 +8,8 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
 
 from nmt.config import SearchConfig, field_types
-from nmt.inference.decoding import REQUEST_OPTIONS
-from nmt.inference.documents import Format
+from nmt.documents.texts import Format
+from nmt.engines.decoding import REQUEST_OPTIONS
 
 Text = Union[StrictStr, list[StrictStr]]
 # A request's search setting is its SearchConfig field's type, taken as JSON gives it (no "4" for 4)
@@ -17,7 +17,7 @@ STRICT: dict[Any, Any] = {int: StrictInt, float: Union[StrictFloat, StrictInt], 
 
 
 def search_settings() -> dict[str, Any]:
-    """The search settings a request may give (beam, nbest, ...: nmt.inference.decoding's REQUEST_OPTIONS),
+    """The search settings a request may give (beam, nbest, ...: nmt.engines.decoding's REQUEST_OPTIONS),
     each optional (the server's default where left out), as create_model's fields."""
     types = field_types(SearchConfig)
 

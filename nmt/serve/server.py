@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from nmt.config import ServeConfig
 from nmt.core.errors import ConfigError, OutputError, os_error_message, ref
-from nmt.inference.engines import Engine as TranslationEngine
+from nmt.engines.base import Engine
 from nmt.serve.backend import ModelInfo
 
 EXTRA_HINT = 'pip install "nmt-toolkit[serve]"'
@@ -87,7 +87,7 @@ def access_log(path: Optional[Path]) -> Iterator[Optional[Callable[[str], None]]
 SWITCH_INTERVAL = 0.0001  # seconds: how often Python's threads may take the GIL from each other while serving
 
 
-def serve(engines: Sequence[TranslationEngine], infos: Sequence[ModelInfo], cfg: ServeConfig, sock: socket.socket,
+def serve(engines: Sequence[Engine], infos: Sequence[ModelInfo], cfg: ServeConfig, sock: socket.socket,
           log: Callable[[str], None] = lambda s: None, keys: Optional[frozenset[str]] = None,
           split: bool = True) -> bool:
     """Run the server of `engines` (one per direction, described by `infos`) on `sock` (from `listen`) until

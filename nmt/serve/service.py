@@ -1,37 +1,58 @@
-"""What every translating endpoint does: check the key, the texts and the search settings, find the direction's
-model (or detect the source language), queue the texts, and wait for their translations (or the client's
-departure, or the timeout); the server's files (API keys, access log), checked before it starts."""
+"""What every translating endpoint does: check the key, the texts, the format and the search settings (each rule in
+one place), find the direction's model (or detect the source language), queue the texts, and wait for their
+translations (or the client's departure, or the timeout); the mark a translating route bears (`translating`); the
+server's files (API keys, access log), checked before it starts."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import hmac
-import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union, cast
+from types import MappingProxyType
+from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 from nmt.config import SearchConfig, ServeConfig, check_field
 from nmt.config.flags import as_fields, as_flags
 from nmt.core.compression import SMALL_TEXT_LIMIT, codec_of_name, read_small_text
-from nmt.core.errors import ConfigError, ref
+from nmt.core.errors import ConfigError, ref, render_refs
 from nmt.core.files import check_output_file
-from nmt.inference.documents import FORMATS, TextTranslation
-from nmt.inference.translator import Translation
+from nmt.documents.texts import FORMATS, TextTranslation, check_search
+from nmt.engines.base import Translation
 from nmt.serve.backend import Direction, Job, ModelInfo
 from nmt.serve.batcher import Batcher
 from nmt.serve.http_errors import ClientGone, RequestError, TooLarge, shown
 from nmt.text.languages import Detection, Detector, language_name
+from nmt.text.markup import texts_of
 
 LINES_KEY = "nmt.lines"  # the ASGI scope entry where an endpoint notes how many lines it translated
 SHORT = 40  # characters: a text of a list up to this long takes the language detected in the whole list, as in
 # LibreTranslate (too short to tell alone)
-TAG = re.compile(r"<[^>]*>")  # an HTML tag, roughly: enough to detect the language of the text between
 SHOWN_SOURCES = 12  # an error names the directions of this many source languages at most (a multilingual model's
 # may be hundreds)
 DetectorFactory = Callable[[Sequence[str]], Any]  # candidates -> an object with detect(text) -> list[Detection]
+TRANSLATES = "nmt_translates"  # the attribute that marks a translating route's endpoint
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def translating(endpoint: F) -> F:
+    """Mark a route's endpoint as one that translates (its latency is measured: `nmt.serve.middleware.Metrics`);
+    put it under the route's decorator: `@router.post(...)` then `@translating`."""
+    setattr(endpoint, TRANSLATES, True)
+    return endpoint
+
+
+def translating_paths(routes: Iterable[Any]) -> set[str]:
+    """The paths of the routes whose endpoint is marked `translating`."""
+    return {route.path for route in routes if getattr(getattr(route, "endpoint", None), TRANSLATES, False)}
+
+
+def check_format(format: str) -> None:
+    """A 400 in LibreTranslate's words unless `format` is one the server translates (text, html)."""
+    if format not in FORMATS:
+        raise RequestError(f"{shown(format)} format is not supported", 400)
 
 
 @dataclass
@@ -95,7 +116,7 @@ class Service:
         among = self.sources_to(target)
         if not among:
             self.direction(self.sources[0], target)
-        words = [TAG.sub(" ", text) for text in texts] if format == "html" else texts
+        words = [" ".join(texts_of(text)) for text in texts] if format == "html" else texts
 
         def detect_all() -> list[Detection]:
             overall = self.detect("\n".join(words), among) if len(words) > 1 else []
@@ -199,18 +220,22 @@ class Service:
 
     async def translate_texts(self, request: Any, texts: list[str], source: str, target: str, *,
                               format: str = "text", search: Optional[SearchConfig] = None,
-                              settings: Optional[dict[str, Any]] = None) -> list[TextTranslation]:
+                              settings: Optional[dict[str, Any]] = None, status: int = 400,
+                              names: Mapping[str, str] = MappingProxyType({})) -> list[TextTranslation]:
         """One TextTranslation per text, of the direction `source` to `target` (a 400 in LibreTranslate's words
         when this server does not translate it), in `format` ("text" or "html"), with `search` (or the
-        direction's default search with the request's `settings`, see `search_for`; a 400 when out of range)."""
+        direction's default search with the request's `settings`, see `search_for`; a 400 when out of range).
+        `status`: the answer to a search the documents cannot take (html with n-best), whose message names the
+        request's fields by `names` (nbest: alternatives) or as the fields themselves."""
         direction = self.direction(source, target)
-        if format not in FORMATS:
-            raise RequestError(f"{shown(format)} format is not supported: give one of {', '.join(FORMATS)}", 400)
+        check_format(format)
         texts = self.texts(texts)
         if search is None:
             search = self.search_for(settings or {}, 400, direction)
-        if format == "html" and search.nbest > 1:
-            raise RequestError("html gives one translation of each text: ask for no alternatives (nbest 1)", 400)
+        try:
+            check_search(cast(Any, format), search.nbest)
+        except ConfigError as e:
+            raise RequestError(render_refs(str(e), lambda name, off: names.get(name, name)), status) from None
         done = await self.translate(request, texts, Job(direction, search, cast(Any, format)))
         request.scope[LINES_KEY] = request.scope.get(LINES_KEY, 0) + sum(len(split(t)) for t in texts)
         return [t if isinstance(t, TextTranslation) else as_text(t) for t in done]

@@ -26,11 +26,10 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
-from itertools import accumulate
 from typing import Optional, Union
 
 from nmt.core.errors import InputError
+from nmt.text.html_tokens import Attrs, Token, tokens
 
 
 @dataclass(frozen=True)
@@ -64,11 +63,8 @@ SPACE = " \t\n\r\f"  # HTML's whitespace
 RUNS = re.compile(r"[ \t\n\r\f]+|[^ \t\n\r\f]+")
 WORD = re.compile(r"\S+")  # a word of str.split()
 ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
-MARKUP = re.compile(r"<[A-Za-z/!?]")
 ATTRIBUTE = re.compile(r"""([^\s/>"'=][^\s/>=]*)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
 
-Attrs = list[tuple[str, Optional[str]]]
-Token = tuple[str, str, Attrs, str]  # kind, tag name, attributes, the text as written
 
 
 def translate_html(html: str, translate: Translate) -> str:
@@ -78,7 +74,7 @@ def translate_html(html: str, translate: Translate) -> str:
     `Aligned` per text, in order."""
     if not isinstance(html, str):
         raise TypeError(f"translate_html takes the HTML as a str, not {type(html).__name__}")
-    (document := _Document()).walk(_tokens(html))
+    (document := _Document()).walk(tokens(html))
     results = list(translate(list(document.texts))) if document.texts else []
     if len(results) != len(document.texts) or not all(isinstance(r, Aligned) for r in results):
         raise InputError(f"translate returned {len(results)} results for {len(document.texts)} texts: it must "
@@ -86,57 +82,11 @@ def translate_html(html: str, translate: Translate) -> str:
     return _join(document.out, results)
 
 
-class _Tokens(HTMLParser):
-    """The tokens of a document, each with where it starts (line, column) and the length of its own text."""
-
-    found: list[tuple[str, str, Attrs, tuple[int, int], int]]  # kind, tag, attributes, (line, column), length
-
-    def handle_starttag(self, tag: str, attrs: Attrs) -> None:
-        self.found.append(("start", tag, attrs, self.getpos(), len(self.get_starttag_text() or "")))
-
-    def handle_endtag(self, tag: str) -> None:
-        self.found.append(("end", tag, [], self.getpos(), -1))
-
-    def handle_data(self, data: str) -> None:
-        self.found.append(("text", "", [], self.getpos(), -1))  # read from the source, entities as spelt there
-
-    handle_comment = handle_pi = unknown_decl = handle_data  # text that `_tokens` finds is markup
-    handle_startendtag = handle_starttag  # <br/>: its tag ends with "/>"
-
-
-def _tokens(html: str) -> list[Token]:
-    """Every token of `html` with its text as written: the texts put together are `html`."""
-    found: list[tuple[str, str, Attrs, int, int]] = []
-    base = 0
-    while base < len(html):
-        parser, rest, failed = _Tokens(), html[base:], False
-        parser.found = []
-        try:
-            parser.feed(rest)
-            parser.close()
-        except Exception:  # it gives up on some declarations (<![x]>): that one is kept as written, the rest read on
-            failed = True
-        lines = [0] + [m.end() for m in re.finditer("\n", rest)]
-        offsets = [base + lines[ln - 1] + col for ln, col in [f[3] for f in parser.found] + [parser.getpos()]]
-        found += [(kind, tag, attrs, at, size) for (kind, tag, attrs, _, size), at in zip(parser.found, offsets)]
-        if not failed:
-            break
-        found.append(("other", "", [], offsets[-1], -1))
-        base = html.find(">", offsets[-1]) + 1 or len(html)
-    starts = list(accumulate([f[3] for f in found] + [len(html)], max))
-    pieces: list[Token] = [("text", "", [], html[:starts[0]])]
-    for (kind, tag, attrs, _, size), start, end in zip(found, starts, starts[1:]):
-        raw = html[start:end]
-        cut = size if 0 <= size < len(raw) else len(raw)
-        pieces += [(kind, tag, attrs, raw[:cut]), ("text", "", [], raw[cut:])]
-    tokens: list[Token] = []
-    for kind, tag, attrs, raw in pieces:  # markup the parser skipped (`</>`) or gave up on (`<a b="c`): kept
-        joined = kind == "text" and tokens and tokens[-1][0] == "text"  # text the parser cut at a `<`
-        start, raw = (len(tokens[-1][3]) - 1, tokens.pop()[3] + raw) if joined else (0, raw)
-        markup = MARKUP.search(raw, max(start, 0)) if kind == "text" else None
-        cut = markup.start() if markup else len(raw)
-        tokens += [t for t in [(kind, tag, attrs, raw[:cut]), ("other", "", [], raw[cut:])] if t[3]]
-    return tokens
+def texts_of(html: str) -> list[str]:
+    """The texts of `html` that `translate_html` translates (its blocks' and its translatable attributes'), without
+    tags, comments, scripts, styles or anything else kept as written: what a language detector should read."""
+    (document := _Document()).walk(tokens(html))
+    return list(document.texts)
 
 
 @dataclass

@@ -14,10 +14,10 @@ import torch
 from nmt.config import SearchConfig
 from nmt.data.batches import collate, make_batches
 from nmt.data.dataset import ParallelDataset
-from nmt.inference.evaluate import bleu
-from nmt.inference.search import search
+from nmt.engines.search import search
 from nmt.model.loss import label_smoothed_loss
 from nmt.model.transformer import Transformer
+from nmt.scoring import bleu
 from nmt.text.tokenizer import Tokenizer
 
 # The trainer's mixed-precision context for the run's precision (`Trainer.autocast`).

@@ -12,9 +12,10 @@ from nmt.core.errors import OutputError, ref
 from nmt.core.files import atomic_write, check_output_dir, read_lines
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.data.dataset import prepare
-from nmt.inference.evaluate import Score, score
-from nmt.inference.translator import Translator, translate_file
+from nmt.documents.streams import translate_file
+from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
+from nmt.scoring import Score, score
 from nmt.text.bpe import train_bpe
 from nmt.training.launch import train
 
@@ -60,7 +61,7 @@ def run_demo(out: Path, max_updates: Optional[int] = None, progress: ProgressFn 
     step("translate: the test set, beam 4")
     sources = list(read_lines(sample_dir / f"test.{SRC}"))
     refs = list(read_lines(sample_dir / f"test.{TGT}"))
-    translator = Translator(out / "averaged.pt", SearchConfig(beam=4, lenpen=0.6), progress=progress)
+    translator = TorchEngine(out / "averaged.pt", SearchConfig(beam=4, lenpen=0.6), progress=progress)
     hyps = translate_file(translator, None, sources)
     with atomic_write(out / f"test.hyp.{TGT}", "w") as f:
         f.write("".join(h + "\n" for h in hyps))

@@ -12,11 +12,12 @@ from nmt.config import InferenceConfig, Overrides, SearchConfig, TextConfig, fla
 from nmt.config.command_options import EvalOptions
 from nmt.core.compression import decompressed
 from nmt.core.errors import ConfigError, InputError
-from nmt.core.files import atomic_write, check_output_file, read_lines, stream_lines
+from nmt.core.files import atomic_write, check_distinct, check_output_file, read_lines, stream_lines
 from nmt.core.progress import Progress, ProgressFn
-from nmt.inference.documents import Documents
-from nmt.inference.engines import open_engine
-from nmt.inference.evaluate import (
+from nmt.documents.streams import translate_file
+from nmt.documents.texts import Documents
+from nmt.engines.choice import open_engine
+from nmt.scoring import (
     PairedScore,
     Score,
     check_parallel,
@@ -25,8 +26,6 @@ from nmt.inference.evaluate import (
     score,
     ter_left_out,
 )
-from nmt.inference.translator import translate_file
-from nmt.workflows.paths import check_distinct
 from nmt.workflows.threads import set_threads
 
 DEFAULT_RESAMPLES = 1000  # --paired-bs-n

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 from nmt.core.errors import OutputError, ref
-from nmt.core.files import check_output_file, remove_dead_leftovers
+from nmt.core.files import check_distinct, check_output_file, remove_dead_leftovers
 from nmt.importers.marian import Imported, import_marian
 from nmt.model import checkpoint
-from nmt.workflows.paths import check_distinct
 
 
 def average_into(out: Path, inputs: list[Path], last: Optional[int]) -> list[Path]:

@@ -9,13 +9,12 @@ from typing import IO, Optional
 
 from nmt.config import InferenceConfig, Overrides, TextConfig
 from nmt.core.errors import ConfigError, InputError, ref
-from nmt.core.files import check_input_file, check_output_file
+from nmt.core.files import check_distinct, check_input_file, check_output_file
 from nmt.core.progress import Progress, ProgressFn
-from nmt.inference.documents import Documents, Format
-from nmt.inference.engines import Engine
-from nmt.inference.heatmaps import pharaoh, require_matplotlib, write_heatmaps
-from nmt.inference.translator import format_nbest, read_chunks
-from nmt.workflows.paths import check_distinct
+from nmt.documents.streams import read_chunks
+from nmt.documents.texts import Documents, Format
+from nmt.engines.base import Engine, Translation
+from nmt.engines.heatmaps import pharaoh, require_matplotlib, write_heatmaps
 
 
 def check_translate(model: list[Path], inference: Overrides[InferenceConfig], input: Optional[Path],
@@ -82,3 +81,11 @@ def read_document(stream: IO[bytes], log: ProgressFn) -> str:
             raise InputError(f"{ref('input')}: more than {MAX_DOCUMENT >> 20} Mi characters; {ref('format')} html "
                              "translates one document held in memory: split it into pages")
     return "\n".join(lines)
+
+
+def format_nbest(line_index: int, translation: Translation) -> list[str]:
+    """N-best lines: `LINE<TAB>RANK<TAB>SCORE<TAB>LOGPROB<TAB>TEXT` (line and rank 0-based)."""
+    if not translation.hypotheses:
+        return [f"{line_index}\t0\t0.0000\t0.0000\t"]
+    return [f"{line_index}\t{rank}\t{h.score:.4f}\t{h.log_prob:.4f}\t{text}"
+            for rank, (text, h) in enumerate(translation.hypotheses)]

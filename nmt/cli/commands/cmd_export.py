@@ -24,7 +24,7 @@ def export_command(
     """Export a checkpoint for another inference engine: a CTranslate2 model folder (needs
     `pip install ctranslate2`)."""
     from nmt.cli.console import say
-    from nmt.inference.ct2_export import describe, export
+    from nmt.engines.ct2_export import describe, export
 
     o = given.apply()
     result = export(o.format, model, out_dir, quantization=o.quantization, force=o.force)

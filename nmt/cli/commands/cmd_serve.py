@@ -28,12 +28,12 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     /frontend/settings), /health, /metrics, /docs; concurrent requests are batched together. Needs the web
     stack: pip install "nmt-toolkit[serve]"."""
     from nmt.cli.console import message_logger
+    from nmt.core.files import check_distinct
     from nmt.core.progress import Progress
-    from nmt.inference.engines import open_engine
+    from nmt.engines.choice import open_engine
     from nmt.model.checkpoint import load
     from nmt.serve import check_files, listen, require_web_stack, serve
     from nmt.serve.backend import open_directions
-    from nmt.workflows.paths import check_distinct
     from nmt.workflows.threads import set_threads
 
     o = given.apply()

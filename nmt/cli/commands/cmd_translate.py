@@ -21,7 +21,7 @@ def translate_command(given: Overrides[TranslateOptions], search: Overrides[Sear
     html: an HTML document, its tags kept)."""
     from nmt.cli.console import message_logger, progress_wanted, translation_progress
     from nmt.core.files import atomic_write, count_lines, open_input
-    from nmt.inference.engines import Needs, open_engine
+    from nmt.engines.choice import Needs, open_engine
     from nmt.workflows.threads import set_threads
     from nmt.workflows.translation import check_translate, translated_text
 

@@ -1,17 +1,17 @@
 """The decoding options, each described once: for every field of `SearchConfig` (nmt/config/sections.py), the
-functions of the torch search (`nmt.inference.search`) that read it, the `translate_batch` keyword that
+functions of the torch search (`nmt.engines.search`) that read it, the `translate_batch` keyword that
 CTranslate2 takes it as (or what the CTranslate2 engine does with it itself), whether CTranslate2 searches
 otherwise than torch with it, and whether a server request may set it.
 
-The CTranslate2 engine (`nmt.inference.ct2_engine.ctranslate2_options`), the choice of engine
-(`nmt.inference.engines`: can CTranslate2 do what is asked?) and the server (`nmt.serve.schemas`: the search
+The CTranslate2 engine (`nmt.engines.ct2_engine.ctranslate2_options`), the choice of engine
+(`nmt.engines.choice`: can CTranslate2 do what is asked?) and the server (`nmt.serve.schemas`: the search
 settings a request may give; `nmt.serve.service`: their checks; `nmt.serve.backend`: the search the server
 reports) read OPTIONS; none of them lists the decoding options again.
 
 Adding a decoding option (a repetition penalty, say):
 1. a field of `SearchConfig` in nmt/config/sections.py, with its default (the value that changes nothing),
    help and range: the commands get its --option from it;
-2. its effect in the torch search, nmt/inference/search.py (a function that reads `cfg.<field>`);
+2. its effect in the torch search, nmt/engines/search.py (a function that reads `cfg.<field>`);
 3. its row in OPTIONS below: `torch=` names that function; `ct2="repetition_penalty"`, CTranslate2's
    `translate_batch` keyword for the value (`ct2_value=` where CTranslate2 counts otherwise). Without a
    keyword (and without `ct2_engine=`), CTranslate2 cannot do it: under --engine auto torch translates
@@ -35,11 +35,11 @@ class Decoding:
     """How the engines and the server treat one field of `SearchConfig`."""
 
     field: str  # the SearchConfig field
-    torch: tuple[str, ...]  # the functions of nmt.inference.search that read it
+    torch: tuple[str, ...]  # the functions of nmt.engines.search that read it
     ct2: str = ""  # ctranslate2.Translator.translate_batch's keyword for it
     ct2_value: Optional[Callable[[SearchConfig], Any]] = None  # the keyword's value, where not the field's own
     sampling_only: bool = False  # the keyword is given to sampling only
-    ct2_engine: str = ""  # no keyword: what CTranslate2Translator does with the field itself
+    ct2_engine: str = ""  # no keyword: what CTranslate2Engine does with the field itself
     differs: str = ""  # why CTranslate2's results differ from torch's where the field is not its default
     note: str = ""  # said on stderr when --engine ctranslate2 is asked for what `differs` from torch
     request: str = ""  # a server request may set it: its description in POST /v1/translate

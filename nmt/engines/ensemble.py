@@ -24,7 +24,7 @@ class EnsembleState:
 
 
 class Ensemble:
-    """A decoder (see `nmt.inference.search.Decoder`) over several models with one vocabulary.
+    """A decoder (see `nmt.engines.search.Decoder`) over several models with one vocabulary.
 
     The log-probabilities are averaged, as Marian and OpenNMT-py do (fairseq averages the
     probabilities instead); the result is not renormalised, so a hypothesis' score is the mean of the

@@ -3,7 +3,7 @@ request text of several lines, an HTML document. Each text is cut into sentences
 source language) and, for HTML, into the text of its blocks (`nmt.text.markup`); every sentence of a batch of texts
 goes to the engine at once; the translations are put back with each text's own spacing, line breaks and tags.
 
-`Documents` wraps any engine (`nmt.inference.engines.Engine`) and is used as one by `translate`, `eval`, the server
+`Documents` wraps any engine (`nmt.engines.base.Engine`) and is used as one by `translate`, `eval`, the server
 and the Python API: `translate_chunk` and `translate` give one `TextTranslation` per text.
 """
 
@@ -14,17 +14,14 @@ import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from nmt.core.errors import ConfigError, ref
 from nmt.core.progress import Progress
-from nmt.inference.search import Hypothesis
-from nmt.inference.translator import Translation, translate_chunks
+from nmt.engines.base import Engine, Translation, translate_chunks
+from nmt.engines.search import Hypothesis
 from nmt.text.markup import Aligned, translate_html
 from nmt.text.sentences import Split, split_sentences
-
-if TYPE_CHECKING:  # the protocol of engines, for type checkers only (engines.py opens them)
-    from nmt.inference.engines import Engine
 
 Format = Literal["text", "html"]
 FORMATS: tuple[Format, ...] = ("text", "html")
@@ -105,6 +102,13 @@ def check_format(format: str) -> None:
         raise ConfigError(f"{ref('format')} {format!r}: give one of {', '.join(FORMATS)}")
 
 
+def check_search(format: Format, nbest: int) -> None:
+    """ConfigError unless a search of `nbest` translations fits documents of `format`: an HTML document is translated
+    once (the one place where this rule is checked: the commands, the Python API and the server ask here)."""
+    if format == "html" and nbest > 1:
+        raise ConfigError(f"{ref('format')} html gives one translation of each document; leave {ref('nbest')} out")
+
+
 class Documents:
     """An engine that translates texts rather than sentences (see the module's docstring).
 
@@ -113,9 +117,7 @@ class Documents:
 
     def __init__(self, engine: Engine, split: bool = True, format: Format = "text"):
         check_format(format)
-        if format == "html" and engine.search_cfg.nbest > 1:
-            raise ConfigError(f"{ref('format')} html gives one translation of each document; leave {ref('nbest')} "
-                              "out")
+        check_search(format, engine.search_cfg.nbest)
         self.engine, self.split, self.format = engine, split, format
         self.name = engine.name
         self.search_cfg = engine.search_cfg

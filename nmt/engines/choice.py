@@ -1,5 +1,5 @@
 """The engines that translate, behind one protocol (`Engine`) that `translate`, `eval` and `serve` use:
-torch (`nmt.inference.translator.Translator`) and CTranslate2 (`nmt.inference.ct2_engine.CTranslate2Translator`,
+torch (`nmt.engines.torch_engine.TorchEngine`) and CTranslate2 (`nmt.engines.ct2_engine.CTranslate2Engine`,
 on a conversion of the checkpoint kept in the user's cache). `open_engine` opens the one --engine names, or under auto
 CTranslate2 where it is installed and can do what is asked (with the same results as torch), torch
 otherwise, and says which (and why) on stderr once.
@@ -7,14 +7,14 @@ otherwise, and says which (and why) on stderr once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Protocol, Union
+from typing import Any, Union
 
 import torch
 
-from nmt.compute.device import native_bf16, resolve_precision, select_device
+from nmt.compute.device import native_bf16, precision_warning, resolve_precision, select_device
 from nmt.compute.timing import translation_timing
 from nmt.config import (
     InferenceConfig,
@@ -28,65 +28,19 @@ from nmt.config import (
     overrides,
 )
 from nmt.core.errors import ConfigError, InputError, OutputError, ref
-from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn, ignore
-from nmt.inference.conversions import converted, rebuild
-from nmt.inference.ct2_engine import CTranslate2Translator
-from nmt.inference.ct2_export import NotExportable, read_meta, require_ctranslate2
-from nmt.inference.decoding import changed
-from nmt.inference.heatmaps import AttentionMaps
-from nmt.inference.search import Hypothesis
-from nmt.inference.translator import Translation, Translator
+from nmt.engines.base import Engine
+from nmt.engines.conversions import converted, rebuild
+from nmt.engines.ct2_engine import CTranslate2Engine
+from nmt.engines.ct2_export import NotExportable, read_meta, require_ctranslate2
+from nmt.engines.decoding import changed
+from nmt.engines.torch_engine import TorchEngine
 
 ENGINES = ("torch", "ctranslate2")
+Given = Union[Overrides[SearchConfig], SearchConfig]  # the options given over the model's defaults, or the search
 # CTranslate2's compute type of each of nmt's number formats
 COMPUTE_TYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16",
                  Precision.INT8: "int8"}
-
-
-class Engine(Protocol):
-    """A loaded model that translates chunks of lines (torch or CTranslate2): what the commands and the
-    server use of it."""
-
-    name: str  # torch, ctranslate2
-    search_cfg: SearchConfig  # the search of every chunk (the server's default search)
-    progress: ProgressFn  # where warnings go (a line cut to fit the model); the commands set it
-
-    @property
-    def languages(self) -> tuple[str, str]:
-        """(source, target) language codes of the model, e.g. ("en", "de")."""
-        ...
-
-    def translate_chunk(self, lines: list[str], first_line: int = 0) -> list[Translation]:
-        """One Translation per line, in order (an empty line gives an empty translation); `first_line` is the
-        number of the chunk's first line in the input (warnings name lines, sampling seeds with them)."""
-        ...
-
-    def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
-        """One Translation per line of a stream of chunks, in order, as each chunk is translated."""
-        ...
-
-    def with_search(self, cfg: SearchConfig) -> Engine:
-        """The same model with other search settings (cheap: nothing is loaded again)."""
-        ...
-
-    @property
-    def data(self) -> DataIdentity:
-        """The model's languages: its directions and (a multilingual model) the target-language tags."""
-        ...
-
-    def with_direction(self, src: Optional[str], tgt: Optional[str], where: str = "the model") -> Engine:
-        """The same model translating `src` into `tgt` (None: the model's only one; cheap: nothing is loaded
-        again); a one-line ConfigError naming `where` and the directions it knows for any other."""
-        ...
-
-    def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
-        """Word alignment of `line` and one of its hypotheses, from the last layer's cross-attention."""
-        ...
-
-    def attention(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> AttentionMaps:
-        """Cross-attention of `line` and one of its hypotheses, every layer and head (torch only)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -107,20 +61,23 @@ def open_engine(paths: Sequence[Path], search: Union[Overrides[SearchConfig], Se
     """The engine of `translate`, `eval` and `serve` for the checkpoint(s) `paths`, with the options the user gave
     (`search`, `inference`; --engine among them). --engine ctranslate2 asked of what it cannot do is a one-line
     ConfigError; auto then opens torch and says why on `progress`."""
+    # the one place where what the caller gave is sorted out: the engines are opened with one form of each
     options = inference if isinstance(inference, InferenceConfig) else overrides(InferenceConfig, inference).apply()
+    given = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search)
     paths = [Path(p) for p in paths]
+    device = select_device(options.gpus)
     if options.engine == "torch":
-        return Translator.open(paths, search, options, progress)
+        return open_torch(paths, given, options, device, progress)
     explicit = options.engine == "ctranslate2"
     try:
-        engine = open_ctranslate2(paths, search, options, progress, needs, explicit)
+        engine = open_ctranslate2(paths, given, options, device, progress, needs, explicit)
     except Unsupported as e:
         if explicit:
             raise ConfigError(f"{ref('engine')} ctranslate2: {e}; use {ref('engine')} torch") from None
         if options.inter_threads > 1:  # an option that would do nothing
             raise ConfigError(f"{ref('inter_threads')} {options.inter_threads} needs the CTranslate2 engine, and "
                               f"{e}; leave {ref('inter_threads')} out") from None
-        translator = Translator.open(paths, search, options, progress)  # its errors first: said once opened
+        translator = open_torch(paths, given, options, device, progress)  # its errors first: said once opened
         progress(Progress("engine", message=f"engine: torch (auto: {e})"))
         return translator
     if not explicit:
@@ -128,17 +85,25 @@ def open_engine(paths: Sequence[Path], search: Union[Overrides[SearchConfig], Se
     return engine
 
 
-def open_ctranslate2(paths: list[Path], search: Union[Overrides[SearchConfig], SearchConfig, None],
-                     options: InferenceConfig, progress: ProgressFn, needs: Needs,
-                     explicit: bool) -> CTranslate2Translator:
+def open_torch(paths: list[Path], given: Given, options: InferenceConfig, device: torch.device,
+               progress: ProgressFn) -> TorchEngine:
+    """The torch engine of the checkpoint(s) `paths`; a precision that is slow here is warned about on `progress`."""
+    warning = precision_warning(options.requested_precision, device)
+    if warning:
+        progress(Progress("translate", message=warning))
+    return TorchEngine(paths, given, device=str(device), max_tokens=options.max_tokens,
+                       max_sentences=options.batch_size, progress=progress, precision=options.requested_precision,
+                       shortlist=options.shortlist)
+
+
+def open_ctranslate2(paths: list[Path], given: Given, options: InferenceConfig, device: torch.device,
+                     progress: ProgressFn, needs: Needs, explicit: bool) -> CTranslate2Engine:
     """The CTranslate2 engine of the checkpoint `paths[0]`, converted on first use; Unsupported for what it
     cannot do (under auto also for what it does otherwise than torch: its samples)."""
     ct2 = ctranslate2_for(paths, needs)
-    given = search if isinstance(search, SearchConfig) else overrides(SearchConfig, search)
     if isinstance(given, Overrides):  # a value out of range is the user's error before any conversion
         for name, value in given.values.items():
             check_field(SearchConfig, name, value)
-    device = select_device(options.gpus)
     supported = set(ct2.get_supported_compute_types(device.type))
     requested = options.requested_precision
     compute_type = None if requested is Precision.AUTO else compute_type_of(requested, device, supported)
@@ -151,13 +116,13 @@ def open_ctranslate2(paths: list[Path], search: Union[Overrides[SearchConfig], S
         model_cfg = from_dict(ModelConfig, meta["model_config"], str(entry))
         compute_type = auto_compute_type(device, supported, model_cfg)
 
-    def torch_engine() -> Translator:
-        return Translator(paths, search_cfg, device=str(device), max_tokens=options.max_tokens,
+    def torch_engine() -> TorchEngine:
+        return TorchEngine(paths, search_cfg, device=str(device), max_tokens=options.max_tokens,
                           max_sentences=options.batch_size, progress=progress, precision=Precision.FP32,
                           shortlist=options.shortlist)
 
-    def load(folder: Path) -> CTranslate2Translator:
-        return CTranslate2Translator(folder, search_cfg, device=device.type, compute_type=compute_type,
+    def load(folder: Path) -> CTranslate2Engine:
+        return CTranslate2Engine(folder, search_cfg, device=device.type, compute_type=compute_type,
                                      threads=options.threads or torch.get_num_threads(), max_tokens=options.max_tokens,
                                      max_sentences=options.batch_size, progress=progress, fallback=torch_engine,
                                      inter_threads=options.inter_threads, shortlist=options.shortlist)
@@ -198,7 +163,7 @@ def conversion(model_path: Path, progress: ProgressFn, explicit: bool) -> Path:
 
 
 def check_decoding(search_cfg: SearchConfig, options: InferenceConfig, progress: ProgressFn, explicit: bool) -> None:
-    """Unsupported for a decoding option that CTranslate2 cannot search with (see nmt.inference.decoding), and
+    """Unsupported for a decoding option that CTranslate2 cannot search with (see nmt.engines.decoding), and
     under auto for one with which it searches otherwise than torch (--sampling); --engine ctranslate2 says
     so on `progress`."""
     beam = search_cfg.beam > 1 and not search_cfg.sampling  # early stopping is beam search's: greedy has none

@@ -1,4 +1,4 @@
-"""The server's own endpoints: POST /v1/translate, GET /health, GET /metrics."""
+"""nmt's own API (beside LibreTranslate's, `nmt.serve.libre`): POST /v1/translate, GET /health, GET /metrics."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from nmt.serve.backend import Direction
 from nmt.serve.http_errors import RequestError, error_response, shown
 from nmt.serve.middleware import CONTENT_TYPE
 from nmt.serve.schemas import ERRORS, Health, TranslateRequest, TranslateResponse, settings_of
-from nmt.serve.service import Service
+from nmt.serve.service import Service, translating
 
 router = APIRouter(tags=["nmt"])
 
@@ -22,6 +22,7 @@ def service_of(request: Request) -> Service:
 
 
 @router.post("/v1/translate", response_model=TranslateResponse, responses=ERRORS)
+@translating
 async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     """Translate a text or a list of texts; optional `source` and `target` (needed when the server translates
     several directions), `format` (text, html), `scores`, per-request `beam` and `nbest`."""
@@ -30,9 +31,7 @@ async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     src, tgt = direction_of(service, body.source, body.target)
     texts = service.texts(body.text)
     search = service.search_for(settings_of(body), direction=(src, tgt))
-    if body.format == "html" and search.nbest > 1:
-        raise RequestError("format html gives one translation of each text: leave nbest out", 422)
-    done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search)
+    done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search, status=422)
     if search.nbest > 1:
         out: list[Any] = [[{"text": text, "score": round(h.score, 4)} for text, h in t.hypotheses] for t in done]
     elif body.scores:

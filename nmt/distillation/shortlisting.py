@@ -1,5 +1,5 @@
-"""`nmt shortlist`: a vocabulary shortlist learnt from the data a model was trained on (`nmt.data.cooccurrence`),
-measured on its valid split and attached to a copy of the checkpoint (`nmt.model.shortlist`)."""
+"""`nmt shortlist`: a vocabulary shortlist learnt from the data a model was trained on (`cooccurrence`), measured on
+its valid split and attached to a copy of the checkpoint (`nmt.model.shortlist`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import torch
 
 from nmt.core.errors import ConfigError, ref
 from nmt.core.files import same_file
-from nmt.data.cooccurrence import NONE, learn_shortlist
 from nmt.data.dataset import ParallelDataset, data_identity
-from nmt.inference.ct2_export import ctranslate2_vocabulary, holds_space
+from nmt.distillation.cooccurrence import NONE, learn_shortlist
+from nmt.engines.ct2_export import ctranslate2_vocabulary, holds_space
 from nmt.model import checkpoint
 from nmt.model.shortlist import Shortlist
 from nmt.text.tags import with_tags

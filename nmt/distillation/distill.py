@@ -23,6 +23,7 @@ from nmt.config.command_options import DistillOptions
 from nmt.core.errors import ConfigError, InputError, ref
 from nmt.core.files import (
     atomic_write,
+    check_distinct,
     check_output_dir,
     count_lines,
     folder_lock,
@@ -31,13 +32,12 @@ from nmt.core.files import (
     resolve_prefixed,
 )
 from nmt.core.progress import Progress, ProgressFn, ignore
-from nmt.inference.conversions import checkpoint_digest
-from nmt.inference.ct2_export import file_sha256
-from nmt.inference.engines import Engine, open_engine
-from nmt.inference.interpolation import closest
-from nmt.inference.translator import Translation
-from nmt.text.teacher_checks import REASONS, TeacherChecks, failure
-from nmt.workflows.paths import check_distinct
+from nmt.distillation.interpolation import closest
+from nmt.distillation.teacher_checks import REASONS, TeacherChecks, failure
+from nmt.engines.base import Engine, Translation
+from nmt.engines.choice import open_engine
+from nmt.engines.conversions import checkpoint_digest
+from nmt.engines.ct2_export import file_sha256
 
 STATE = "distill.json"
 STATE_FORMAT = "nmt-distill"

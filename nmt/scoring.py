@@ -1,11 +1,12 @@
-"""Scoring with sacreBLEU: BLEU (13a and intl tokenisation, cased and uncased), chrF and TER with their
-signatures, against one or several references, and sacreBLEU's paired bootstrap resampling between
-systems."""
+"""Scoring with sacreBLEU, below everything that scores (training's validation, eval, distillation, the benchmarks):
+BLEU (13a and intl tokenisation, cased and uncased), chrF and TER with their signatures, against one or several
+references; sacreBLEU's paired bootstrap resampling between systems; one sentence's chrF or BLEU."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from nmt.core.errors import InputError, ref
@@ -144,3 +145,23 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: Sequence[str] |
 
 def to_json(scores: list[Score], **extra: Any) -> dict[str, Any]:
     return {**extra, "scores": [asdict(s) for s in scores]}
+
+
+SENTENCE_METRICS = ("chrf", "bleu")
+
+
+@cache
+def _sentence_metric(name: str) -> Any:
+    from sacrebleu.metrics.bleu import BLEU  # sacrebleu loads its tokenizers: only when asked
+    from sacrebleu.metrics.chrf import CHRF
+
+    if name == "chrf":
+        return CHRF()
+    if name == "bleu":
+        return BLEU(effective_order=True)  # sentence BLEU: n-gram orders a short line lacks are left out
+    raise ValueError(f"unknown metric {name!r}; one of {', '.join(SENTENCE_METRICS)}")
+
+
+def sentence_score(hypothesis: str, reference: str, metric: str) -> float:
+    """sacreBLEU's sentence chrF or BLEU of one hypothesis against one reference (0 to 100)."""
+    return float(_sentence_metric(metric).sentence_score(hypothesis, [reference]).score)

@@ -31,7 +31,7 @@ from nmt.core.errors import InputError, OutputError, os_error_message, ref
 from nmt.core.files import atomic_write, owned_prefix, remove_dead_leftovers
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.usercache import cache_folder, locked
-from nmt.inference.ct2_export import (
+from nmt.engines.ct2_export import (
     MANIFEST_FILE,
     META_FILE,
     export_ctranslate2,

@@ -15,17 +15,17 @@ the output projection (with an imported model's output bias), and nmt's special 
 Every other id i is the subword piece `Tokenizer.vocab()[i]`, youtokentome's or SentencePiece's (a piece
 that collides with a special token is renamed `<nmt:i>`), so the CTranslate2 vocabulary index of a token
 is its nmt id. The export folder also holds the tokenizer's files (`bpe.model`, or `spm.model`, ...: see
-nmt/text/tokenizer.py) and `nmt_export.json`, so the engine (`nmt.inference.ct2_engine`) needs nothing else.
+nmt/text/tokenizer.py) and `nmt_export.json`, so the engine (`nmt.engines.ct2_engine`) needs nothing else.
 Written last, `nmt_manifest.json` records the size and sha256 of every other file and what the folder is a
 conversion of (the checkpoint's sha256, the weights' quantization), so that a reader (the cache of conversions,
-`nmt.inference.conversions`) can tell a damaged folder or another conversion from the one it wants.
+`nmt.engines.conversions`) can tell a damaged folder or another conversion from the one it wants.
 
 Conversion is CTranslate2's own protocol: `ctranslate2_converter` is a `ctranslate2.converters.Converter`
 whose `_load` returns the spec, and `Converter.convert` validates, quantizes and saves it.
 `export_ctranslate2` runs it into a new folder beside OUT (`.OUT.PID.RANDOM`: one that a killed export left is
 removed by the next export to OUT) and renames that into place when complete.
 
-The engine that translates with an export is `nmt.inference.ct2_engine.CTranslate2Translator`.
+The engine that translates with an export is `nmt.engines.ct2_engine.CTranslate2Engine`.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def ctranslate2_converter(model_path: Path | str) -> Converter:
 
 @functools.cache
 def _converter_class() -> type:
-    # Defined on first use: ctranslate2 is optional, and nmt.inference.ct2_export must import without it.
+    # Defined on first use: ctranslate2 is optional, and nmt.engines.ct2_export must import without it.
     require_ctranslate2()
     from ctranslate2.converters import Converter
 
@@ -340,7 +340,7 @@ def _convert(converter: Converter, model_dir: Path, quantization: Optional[str])
 
 def _write_nmt_files(model_dir: Path, ckpt: checkpoint.Checkpoint, model_path: Path, quantization: Optional[str],
                      checkpoint_sha256: str) -> dict[str, dict[str, Any]]:
-    """What the engine (`CTranslate2Translator`) needs besides the model: the tokenizer, how the export maps
+    """What the engine (`CTranslate2Engine`) needs besides the model: the tokenizer, how the export maps
     nmt's ids, the checkpoint's search defaults; and the size and sha256 of every file, to tell a damaged folder.
     Returns the size and sha256 of every file of `model_dir`, nmt_export.json included."""
     tokenizer = save_files(ckpt.tokenizer, model_dir)

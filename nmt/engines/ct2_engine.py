@@ -1,10 +1,10 @@
-"""The CTranslate2 engine: translation with an exported model (a folder from `nmt.inference.ct2_export`),
-like the torch engine (`nmt.inference.translator.Translator`) and with the same translations.
+"""The CTranslate2 engine: translation with an exported model (a folder from `nmt.engines.ct2_export`),
+like the torch engine (`nmt.engines.torch_engine.TorchEngine`) and with the same translations.
 
-Tokenisation, length-sorted batching, length limits, ranking and output order are nmt's (`BatchTranslator`);
+Tokenisation, length-sorted batching, length limits, ranking and output order are nmt's (`BatchEngine`);
 the network and the search run in CTranslate2. `ctranslate2_options` gives the `translate_batch` options under
-which CTranslate2 searches as nmt does, read from the table of decoding options (`nmt.inference.decoding`),
-and `CTranslate2Translator` ranks what it returns with nmt's own length penalty (GNMT or power), so that
+which CTranslate2 searches as nmt does, read from the table of decoding options (`nmt.engines.decoding`),
+and `CTranslate2Engine` ranks what it returns with nmt's own length penalty (GNMT or power), so that
 both engines give the same translations (see `ctranslate2_options` for the one case where CTranslate2
 cannot: a beam search that reaches its sentence's length limit, searched again by torch).
 """
@@ -23,7 +23,8 @@ from nmt.core.errors import ConfigError, InputError, ref
 from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.vocab import BOS, EOS, PAD
-from nmt.inference.ct2_export import (
+from nmt.engines.base import BatchEngine
+from nmt.engines.ct2_export import (
     META_FILE,
     SPECIAL_TOKENS,
     VMAP_FILE,
@@ -31,10 +32,9 @@ from nmt.inference.ct2_export import (
     read_meta,
     require_ctranslate2,
 )
-from nmt.inference.decoding import OPTIONS
-from nmt.inference.heatmaps import EOS_LABEL, word_alignment
-from nmt.inference.search import Hypothesis, best_hypotheses, length_penalty, max_lengths
-from nmt.inference.translator import BatchTranslator
+from nmt.engines.decoding import OPTIONS
+from nmt.engines.heatmaps import EOS_LABEL, word_alignment
+from nmt.engines.search import Hypothesis, best_hypotheses, length_penalty, max_lengths
 from nmt.text.tags import with_tags
 from nmt.text.tokenizer import load_tokenizer, read_files
 
@@ -60,22 +60,22 @@ def ctranslate2_options(cfg: SearchConfig, suppress_specials: bool = False) -> d
     - PAD and BOS: nmt never generates them and leaves the other tokens' log-probabilities as they are;
       CTranslate2's suppress_sequences would renormalise the rest, shifting every score a little. So they
       are not suppressed unless `suppress_specials`: a trained model gives them ~0 probability, and a
-      hypothesis holding one is searched again by nmt (CTranslate2Translator's `fallback`).
+      hypothesis holding one is searched again by nmt (CTranslate2Engine's `fallback`).
     - The length limit: nmt's is per sentence (a * |x| + b) and forces EOS there; CTranslate2's is per
       batch and stops without EOS. Greedy search and sampling: each output is cut to its own limit and
       scored again (score_batch): the same as nmt's. Beam search: a sentence whose search reaches its
-      limit can end otherwise, so CTranslate2Translator searches such sentences again with nmt.
-    - A vocabulary shortlist: use_vmap (`CTranslate2Translator.use_vmap`) restricts the output to the union of
+      limit can end otherwise, so CTranslate2Engine searches such sentences again with nmt.
+    - A vocabulary shortlist: use_vmap (`CTranslate2Engine.use_vmap`) restricts the output to the union of
       the batch's candidates, as torch does; score_batch cannot, so an output it would score again is searched
       again by nmt (float32: under other compute types, CTranslate2's output with its whole-vocabulary score).
     - Sampling: sampling_topk, sampling_topp and sampling_temperature mean what --topk, --topp and
       --temperature mean, but CTranslate2 draws other random numbers: other samples than nmt's.
     - The keywords of the decoding options (beam_size, num_hypotheses, sampling_*) come from
-      `nmt.inference.decoding.OPTIONS`.
+      `nmt.engines.decoding.OPTIONS`.
     """
     options: dict[str, Any] = dict(return_end_token=True, min_decoding_length=0, return_scores=True,
                                    max_input_length=0, length_penalty=NO_PENALTY)
-    for option in OPTIONS:  # beam_size, num_hypotheses, sampling_topk, ...: see nmt.inference.decoding
+    for option in OPTIONS:  # beam_size, num_hypotheses, sampling_topk, ...: see nmt.engines.decoding
         options.update(option.ct2_options(cfg))
     if suppress_specials and not cfg.sampling:
         options["suppress_sequences"] = [[SPECIAL_TOKENS[PAD]], [SPECIAL_TOKENS[BOS]]]
@@ -97,9 +97,9 @@ class Fallback:
     """The torch engine of the same checkpoint, loaded on first use (shared by the copies `with_search`
     makes): it searches the sentences that CTranslate2 cannot search as nmt does."""
 
-    def __init__(self, make: Callable[[], BatchTranslator]):
+    def __init__(self, make: Callable[[], BatchEngine]):
         self.make, self.sentences = make, 0
-        self.engine: Optional[BatchTranslator] = None
+        self.engine: Optional[BatchEngine] = None
         self.lock = threading.Lock()  # batches searched at once (--inter-threads) share it
         self.threads = torch.get_num_threads()
 
@@ -118,9 +118,9 @@ class Fallback:
             return self.engine.with_search(cfg).with_shortlist_of(shortlist_of).search_batch(encoded, keys)
 
 
-class CTranslate2Translator(BatchTranslator):
+class CTranslate2Engine(BatchEngine):
     """The CTranslate2 engine: an exported model (a folder from `export_ctranslate2`) made ready to translate,
-    like `nmt.inference.translator.Translator` and with the same results (see `ctranslate2_options`).
+    like `nmt.engines.torch_engine.TorchEngine` and with the same results (see `ctranslate2_options`).
 
     Tokenisation, length-sorted batching, length limits, ranking and output order are nmt's; the network
     and the search run in CTranslate2. `compute_type`: CTranslate2's (float32, int8, bfloat16, ...);
@@ -135,7 +135,7 @@ class CTranslate2Translator(BatchTranslator):
     def __init__(self, model_dir: Path, search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(),
                  device: str = "cpu", compute_type: str = "default", threads: int = 0, max_tokens: int = 4096,
                  max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = False,
-                 fallback: Optional[Callable[[], BatchTranslator]] = None, inter_threads: int = 1,
+                 fallback: Optional[Callable[[], BatchEngine]] = None, inter_threads: int = 1,
                  shortlist: bool = True):
         ct2 = require_ctranslate2()
         self.model_dir = model_dir = Path(model_dir)
@@ -177,7 +177,7 @@ class CTranslate2Translator(BatchTranslator):
         self.options = ctranslate2_options(search_cfg, self.suppress_specials)
         return search_cfg
 
-    def with_search(self, search_cfg: SearchConfig) -> CTranslate2Translator:
+    def with_search(self, search_cfg: SearchConfig) -> CTranslate2Engine:
         other = copy.copy(self)
         other.search_cfg = other.check_search(search_cfg)  # options of its own: this one's stay
         return other

@@ -1,5 +1,4 @@
-"""The commands that make a small, fast student of a teacher: `nmt distill` (the teacher's translations of a
-corpus, the student's training data) and `nmt shortlist` (a vocabulary shortlist attached to a checkpoint)."""
+"""`nmt distill`: a teacher's translations of a corpus, the training data of a student."""
 
 from __future__ import annotations
 
@@ -8,12 +7,10 @@ import json
 from nmt.cli.options import with_config_options
 from nmt.cli.stdio import write_stdout
 from nmt.config import InferenceConfig, Overrides, SearchConfig
-from nmt.config.command_options import DistillOptions, ShortlistOptions
+from nmt.config.command_options import DistillOptions
 
-DISTILL_EPILOG = ("Example: nmt distill -m teacher.pt --train data/train --src en --tgt de --out distilled --beam 4  "
-                  "then: nmt prepare --train distilled/train --src en --tgt de ...")
-SHORTLIST_EPILOG = ("Example: nmt shortlist --model run/averaged.pt --data data --out run/shortlisted.pt --top 50 "
-                    "--frequent 100")
+EPILOG = ("Example: nmt distill -m teacher.pt --train data/train --src en --tgt de --out distilled --beam 4  "
+          "then: nmt prepare --train distilled/train --src en --tgt de ...")
 
 
 @with_config_options({"given": DistillOptions, "search": SearchConfig, "inference": InferenceConfig})
@@ -25,7 +22,7 @@ def distill_command(given: Overrides[DistillOptions], search: Overrides[SearchCo
     the report (JSON)."""
     from nmt.cli.console import translation_progress
     from nmt.core.files import count_lines, resolve_prefixed
-    from nmt.workflows.distill import distill
+    from nmt.distillation.distill import distill
     from nmt.workflows.threads import set_threads
 
     o = given.apply()
@@ -34,14 +31,3 @@ def distill_command(given: Overrides[DistillOptions], search: Overrides[SearchCo
     with translation_progress(total) as report:
         result = distill(o, search, inference, progress=report, total=total)
     write_stdout(json.dumps(result, indent=2) + "\n")
-
-
-@with_config_options({"given": ShortlistOptions})
-def shortlist_command(given: Overrides[ShortlistOptions]) -> None:
-    """Learn which target tokens each source token needs (from the data's train split) and write the model with
-    that vocabulary shortlist: both engines then compute only those outputs (--no-shortlist: all)."""
-    from nmt.workflows.shortlisting import attach_shortlist
-
-    o = given.apply()
-    report = attach_shortlist(o.model, o.data, o.out, o.top, o.frequent)
-    write_stdout(json.dumps(report) + "\n")  # the result: one line of JSON

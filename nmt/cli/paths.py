@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from nmt.core.errors import ConfigError, NmtError
-from nmt.core.files import LOCK_NAME, resolve_prefixed, same_file
+from nmt.core.errors import NmtError
+from nmt.core.files import LOCK_NAME, resolve_prefixed
 
 
 @dataclass(frozen=True)
@@ -125,12 +125,3 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
     "shortlist": CommandPaths({"out": FILE}),
     "import marian": CommandPaths({"out": FILE}, named=marian_files),
 }
-
-
-def check_distinct(option: str, paths: list[Path]) -> None:
-    """ConfigError when a file is given twice (an ensemble of a model with itself, an average of a
-    checkpoint with itself: the same result as once, at twice the cost, and most likely a slip)."""
-    for i, path in enumerate(paths):
-        for earlier in paths[:i]:
-            if same_file(path, earlier):
-                raise ConfigError(f"{option} {path} is given twice (also as {earlier}); give each file once")

@@ -1,0 +1,63 @@
+"""Lines in, lines out, for any engine (or `nmt.documents.texts.Documents`): a byte stream read as chunks of the
+lines that have arrived (`read_chunks`: stdin as a pipe delivers it), a file's best translations (`translate_file`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Optional, Protocol
+
+from nmt.core.files import BOM, byte_blocks, read_lines
+from nmt.core.progress import Progress, ProgressFn, ignore
+from nmt.engines.base import Translation
+
+
+def read_chunks(stream: IO[bytes], max_lines: int = 512, progress: ProgressFn = ignore) -> Iterator[list[str]]:
+    """Lines of a byte stream (plain or gzip text) in chunks of what has arrived so far (at most
+    `max_lines` each), without their newline (LF or CRLF) and without a byte-order mark.
+
+    Reads with os.read (`nmt.core.files.byte_blocks`), which returns as soon as some input is available, so
+    a pipe that delivers a line at a time gets its translations a line at a time; a file is read in
+    large blocks, and gzip is inflated block by block. Invalid UTF-8 is replaced (with a warning), so
+    that every input line still gets its output line.
+    """
+    name = getattr(stream, "name", "the input")
+    name = "stdin" if name in (0, "<stdin>") else str(name)
+    pending = b""
+    line_no = 0
+
+    def decode(raw: list[bytes]) -> list[str]:
+        nonlocal line_no
+        out = []
+        for b in raw:
+            line_no += 1
+            try:
+                out.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                progress(Progress("translate", message=f"warning: input line {line_no} is not valid UTF-8; "
+                                                       "undecodable bytes replaced"))
+                out.append(b.decode("utf-8", errors="replace"))
+        if line_no == len(out) and out and out[0].startswith(BOM):  # the first chunk
+            out[0] = out[0][len(BOM):]
+        return [s.rstrip("\r") for s in out]
+
+    for block in byte_blocks(stream.fileno(), name):
+        pending += block
+        *complete, pending = pending.split(b"\n")
+        for start in range(0, len(complete), max_lines):
+            yield decode(complete[start : start + max_lines])
+    if pending:
+        yield decode([pending])
+
+
+class Translates(Protocol):
+    def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]: ...
+
+
+def translate_file(translator: Translates, path: Optional[Path], lines: Optional[list[str]] = None) -> list[str]:
+    """Best translations of a file's lines (or of `lines`), in order, by any engine."""
+    if lines is None:
+        assert path is not None, "a file or its lines"
+        lines = list(read_lines(path))
+    source = lines
+    return [t.text for t in translator.translate([source])]
