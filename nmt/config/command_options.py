@@ -203,7 +203,8 @@ class DownloadOptions(CommandOptions):
     out: Optional[Path] = option(None, "Output folder.")
     pair: Optional[str] = option(None, "Language pair, source first (wmt14 and europarl: en-de, de-en, en-fr, fr-en; "
                                  "multi30k: any two of en, de, fr, cs; see --list); default: the family's first.")
-    mirror: Optional[str] = option(None, "Base URL or local folder that replaces the dataset's source.")
+    mirror: Optional[list[str]] = option(None, "Base URL or local folder that replaces the dataset's source; repeat "
+                                         "it to look in several, in order, for each file.")
     extra_tests: bool = option(False, "Also fetch the dataset's extra test sets.")
     list_: bool = option(False, "List the known datasets.", flag="--list")
     # its range is checked by the download (--list and --verify take none)

@@ -41,6 +41,11 @@ _STREAM_ERRORS = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
 OnRetry = Callable[[str, float, int], None]  # (cause, seconds to wait, attempt number)
 
 
+class NotFound(DownloadError):
+    """The file is not where it was looked for (HTTP 404 or 410, or missing from a mirror folder): another
+    `--mirror` may have it."""
+
+
 class Retryable(Exception):
     """The body stopped short (or the resume went wrong): resume from what `.part` holds."""
 
@@ -157,7 +162,7 @@ def _check_status(resp: requests.Response, url: str, part: Path, offset: int) ->
     if code in RETRY_STATUS:  # urllib3 hands the last answer back once its retries are spent
         raise _RetriesSpent(f"HTTP {code} {resp.reason}")
     if code >= 400:
-        raise DownloadError(
+        raise (NotFound if code in (404, 410) else DownloadError)(
             f"{url}: HTTP {code} {resp.reason} for {part.name.removesuffix('.part')}; "
             "check the URL (or `mirror`): the file is not available there"
         )

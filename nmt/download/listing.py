@@ -13,7 +13,7 @@ class DatasetInfo:
     """What `nmt download --list` shows about one dataset."""
 
     name: str
-    langs: str  # "en-de"
+    langs: str  # "en-de"; a monolingual dataset's "en, de"
     description: str
     splits: dict[str, int | None]  # standard split -> expected lines (None: not fixed)
     extra_splits: dict[str, int | None]  # fetched with --extra-tests
@@ -22,6 +22,7 @@ class DatasetInfo:
     licence: str
     sources: tuple[str, ...]  # URLs of every file, extra test sets included
     homepage: str
+    monolingual: bool = False  # its splits' lines are those each language reads, before deduplication
 
 
 def human_bytes(n: float) -> str:
@@ -39,7 +40,7 @@ def dataset_info(spec: DatasetSpec) -> DatasetInfo:
     total = None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
     return DatasetInfo(
         name=spec.name,
-        langs=spec.pair,
+        langs=f"{spec.src}, {spec.tgt}" if spec.monolingual else spec.pair,
         description=spec.description,
         splits={s.name: s.lines for s in spec.splits if not s.extra},
         extra_splits={s.name: s.lines for s in spec.splits if s.extra},
@@ -48,6 +49,7 @@ def dataset_info(spec: DatasetSpec) -> DatasetInfo:
         licence=spec.licence,
         sources=tuple(f.url for f in spec.files(spec.splits)),
         homepage=spec.homepage,
+        monolingual=spec.monolingual,
     )
 
 
@@ -64,6 +66,8 @@ def _splits_text(splits: dict[str, int | None]) -> str:
 def describe(info: DatasetInfo) -> tuple[str, str, str, str, str]:
     """One `--list` table row: (name, languages, size, licence, description with its splits)."""
     text = f"{info.description}. Lines: {_splits_text(info.splits)}"
+    if info.monolingual:
+        text += " a language, before deduplication"
     if info.extra_splits:
         text += f"; with `extra_tests` also {_splits_text(info.extra_splits)}"
     return info.name, info.langs, info.size, info.licence, text

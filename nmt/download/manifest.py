@@ -50,15 +50,24 @@ def _file_sha256(path: Path) -> str:
     return file_digests(path)[0]
 
 
+def held_out_from(split: Split) -> tuple[list[str], list[str]]:
+    """The sources whose lines each side of a monolingual split leaves out (none for another split)."""
+    held = split.mono.held if split.mono is not None else ()
+    return ([s.describe() for h in held for s in h.src], [s.describe() for h in held for s in h.tgt])
+
+
 def split_present(spec: DatasetSpec, split: Split, out: Path, manifest: Manifest | None) -> bool:
-    """True when the manifest records the split and both files are there with the recorded size and sha256."""
+    """True when the manifest records the split and both files are there with the recorded size and sha256
+    (and, for a monolingual split, written without the lines of the same held-out splits)."""
     if not manifest:
         return False
     files = manifest.get("files", {})
-    for name in spec.outputs(split):
+    for name, held in zip(spec.outputs(split), held_out_from(split)):
         record = files.get(name)
         if not isinstance(record, dict) or not (out / name).is_file():
             return False
+        if record.get("held_out_from", []) != held:
+            return False  # written with or without the extra test sets: the other choice writes it again
         if size_of(out / name) != record.get("bytes") or _file_sha256(out / name) != record.get("sha256"):
             return False  # changed in place since it was written: write the split again
     return split.name in manifest.get("splits", {})
@@ -105,7 +114,7 @@ def _source_records(sources: dict[str, Any], fetched: dict[str, Fetched]) -> dic
 def make_manifest(
     spec: DatasetSpec,
     old: Manifest | None,
-    mirror: str | None,
+    mirror: str | list[str] | None,
     splits: tuple[Split, ...],
     fetched: dict[str, Fetched],
     records: dict[str, Any],
@@ -117,6 +126,13 @@ def make_manifest(
     split_info = dict(old.get("splits", {})) if old else {}
     for split in splits:
         src, tgt = spec.outputs(split)
+        if split.mono is not None:  # its sides differ in length: lines and counts are per file
+            split_info[split.name] = {
+                "src": src, "tgt": tgt, "monolingual": True, "lines": {n: files[n]["lines"] for n in (src, tgt)},
+                "expected_read": split.lines, "held_out": [h.name for h in split.mono.held],
+                "counts": {n: files[n]["counts"] for n in (src, tgt)},
+            }
+            continue
         split_info[split.name] = {"src": src, "tgt": tgt, "lines": files[src]["lines"], "expected_lines": split.lines}
         if split.holdout is not None:
             split_info[split.name]["held_out_every"] = split.holdout.every

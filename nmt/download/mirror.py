@@ -2,12 +2,15 @@
 
 A mirror holds each dataset file under its upstream name (the last part of its URL). `Mirror`
 checks the option once, before anything is read or written, so that a malformed value is a
-one-line error naming --mirror, not a traceback or a download from the wrong place.
+one-line error naming --mirror, not a traceback or a download from the wrong place. Several
+mirrors are looked in, in order, for each file (`locations`): a dataset whose files upstream
+keeps in several folders is served by a copy of each folder.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,7 +20,7 @@ import requests
 from nmt.core.errors import DownloadError, InputError
 from nmt.core.progress import ProgressFn, ignore
 from nmt.download.events import Reporter
-from nmt.download.fetch import CHUNK, too_big
+from nmt.download.fetch import CHUNK, NotFound, too_big
 from nmt.download.spec import RemoteFile
 
 
@@ -86,6 +89,18 @@ class Mirror:
         return cls(mirror, folder=_check_dir(mirror))
 
 
+def parse_mirrors(mirror: str | Sequence[str] | None) -> tuple[Mirror, ...]:
+    """Check every --mirror value (one, several in order of preference, or none) as `Mirror.parse` does."""
+    if mirror is None:
+        return ()
+    return tuple(Mirror.parse(m) for m in ([mirror] if isinstance(mirror, str) else mirror))
+
+
+def locations(file: RemoteFile, mirrors: tuple[Mirror, ...]) -> tuple[str | Path, ...]:
+    """Where to look for `file`, in order: its URL without a mirror, else each mirror's copy."""
+    return tuple(locate(file, m) for m in mirrors) if mirrors else (file.url,)
+
+
 def locate(file: RemoteFile, mirror: Mirror | None) -> str | Path:
     """Where to get `file`: its URL, the mirror base URL + its name, or mirror folder / its name."""
     if mirror is None:
@@ -122,7 +137,7 @@ def copy_file(src: Path, part: Path, progress: ProgressFn = ignore, bound: int |
         report(done, force=True)
         return done
     except FileNotFoundError:
-        raise DownloadError(
+        raise NotFound(
             f"{src}: not found in the `mirror` directory; it must hold the dataset's files "
             "under their upstream names"
         ) from None

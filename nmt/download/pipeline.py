@@ -8,8 +8,10 @@ again after each split, so that it always says which files nmt wrote.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nmt.config import check_range
 from nmt.core.errors import InputError
@@ -24,7 +26,7 @@ from nmt.download.manifest import (
     split_present,
     write_manifest,
 )
-from nmt.download.mirror import Mirror
+from nmt.download.mirror import Mirror, parse_mirrors
 from nmt.download.registry import resolve
 from nmt.download.spec import DatasetSpec, Split
 from nmt.download.splits import Record, build
@@ -45,6 +47,9 @@ class DownloadResult:
     skipped: list[str] = field(default_factory=list)  # splits already complete, left untouched
     unverified: list[str] = field(default_factory=list)  # no known checksum: sha256 recorded only
     bytes_fetched: int = 0  # bytes transferred this run (resumed bytes not counted twice)
+    # a monolingual dataset's files (written now or before): their counts of lines read, empty, held_out,
+    # duplicates, kept (see nmt.download.splits.MonoCounts)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def summary(result: DownloadResult) -> str:
@@ -80,11 +85,11 @@ def _check_mirror_is_no_output(mirror: Mirror, out: Path) -> None:
         )
 
 
-def check_out(out: Path, spec: DatasetSpec, splits: tuple[Split, ...], mirror: Mirror | None) -> None:
+def check_out(out: Path, spec: DatasetSpec, splits: tuple[Split, ...], mirrors: tuple[Mirror, ...]) -> None:
     """InputError, before anything is written, unless `out` may receive this download (see the module doc)."""
     if out.exists() and not out.is_dir():
         raise InputError(f"`out` {out}: exists and is not a directory; choose a folder")
-    if mirror is not None:
+    for mirror in mirrors:
         _check_mirror_is_no_output(mirror, out)
     if not out.is_dir():
         return
@@ -114,7 +119,7 @@ def check_out(out: Path, spec: DatasetSpec, splits: tuple[Split, ...], mirror: M
 def download(
     name: str | DatasetSpec,
     out: Path,
-    mirror: str | None = None,
+    mirror: str | Sequence[str] | None = None,
     pair: str | None = None,
     extra_tests: bool = False,
     progress: ProgressFn = ignore,
@@ -127,29 +132,40 @@ def download(
     Writes `OUT/{train,valid,test}.{SRC,TGT}` and `OUT/MANIFEST.json`; raw downloads stay in
     `OUT/.cache/`. `pair` ("en-fr") picks the language pair of a family such as `wmt14` (see
     `resolve`). `mirror` replaces each file's base location: a base URL, or a local folder
-    holding the files under their upstream names (copied from disk, no HTTP). Splits already
-    complete (per MANIFEST.json) are left alone; with everything present nothing is fetched
-    and the result has `up_to_date=True`.
+    holding the files under their upstream names (copied from disk, no HTTP); several are looked
+    in, in order, for each file. Splits already complete (per MANIFEST.json) are left alone; with
+    everything present nothing is fetched and the result has `up_to_date=True`.
     """
     spec = resolve(name, pair)
     out = Path(out)
     check_range("`timeout`", timeout, 0.0, low_open=True)
-    source = Mirror.parse(mirror) if mirror is not None else None
+    mirrors = parse_mirrors(mirror)
     splits = spec.selected(extra_tests)
-    check_out(out, spec, splits, source)
-    opts = FetchOptions(source, retries, timeout, backoff, progress)
+    check_out(out, spec, splits, mirrors)
+    opts = FetchOptions(mirrors, retries, timeout, backoff, progress)
     with folder_lock(out):  # two downloads into one folder would write the same .part files
-        return _download(spec, out, splits, mirror, opts)
+        return _download(spec, out, splits, _as_recorded(mirror), opts)
+
+
+def _as_recorded(mirror: str | Sequence[str] | None) -> str | list[str] | None:
+    """--mirror as the manifest records it: one value as it is, several as a list."""
+    if mirror is None or isinstance(mirror, str):
+        return mirror
+    values = list(mirror)
+    if len(values) > 1:
+        return values
+    return values[0] if values else None
 
 
 def _download(
-    spec: DatasetSpec, out: Path, splits: tuple[Split, ...], mirror: str | None, opts: FetchOptions,
+    spec: DatasetSpec, out: Path, splits: tuple[Split, ...], mirror: str | list[str] | None, opts: FetchOptions,
 ) -> DownloadResult:
     old = read_manifest(out)
     todo = tuple(s for s in splits if not split_present(spec, s, out, old))
     result = DownloadResult(spec.name, out, out / MANIFEST, up_to_date=not todo)
     result.skipped = [s.name for s in splits if s not in todo]
     if not todo:
+        result.counts = _counts(spec, splits, old["files"] if old else {})
         return result
     local = {f.name: obtain(f, out / CACHE, opts) for f in spec.files(todo)}
     done: list[Split] = []
@@ -164,7 +180,14 @@ def _download(
         write_manifest(out, make_manifest(spec, old, mirror, (), local, {}))
     build(spec, todo, out, local, opts.progress, record)
     _fill_result(result, local, records)
+    result.counts = _counts(spec, splits, {**(old or {}).get("files", {}), **records})
     return result
+
+
+def _counts(spec: DatasetSpec, splits: tuple[Split, ...], files: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The counts of the monolingual splits' files, from their manifest records."""
+    return {name: dict(files.get(name, {}).get("counts", {})) for split in splits if split.mono is not None
+            for name in spec.outputs(split)}
 
 
 def _fill_result(result: DownloadResult, local: dict[str, Fetched], records: dict[str, Record]) -> None:

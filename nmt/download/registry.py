@@ -59,9 +59,10 @@ def resolve(name: str | DatasetSpec, pair: str | None = None) -> DatasetSpec:
         full = {f"{s.group}-{s.pair}": s for s in registry().values()}
         found = registry().get(name) or full.get(name)
         if found is None:
+            paired = sorted(g for g, pairs in groups.items() if len(pairs) > 1)  # the families `pair` completes
             raise InputError(
-                f"unknown dataset {name!r}; choose one of: {', '.join(sorted(groups))} "
-                f"(with `pair`), or {', '.join(n for n in registry() if n not in groups)} "
+                f"unknown dataset {name!r}; choose one of: {', '.join(paired)} "
+                f"(with `pair`), or {', '.join(n for n in registry() if n not in paired)} "
                 "(see nmt download --list)"
             )
         spec = found

@@ -2,13 +2,15 @@
 
 A `DatasetSpec` names a language pair and its `Split`s; each side of a split is a tuple of
 `Source`s, each a `RemoteFile` (or one member of it, when it is an archive) in a `Format`.
-The datasets themselves are declared in `nmt.download.datasets`; this module has no data.
+A `Mono` split is monolingual: each side is a text of its own, deduplicated and without the
+sentences of some held-out splits. The datasets themselves are declared in `nmt.download.datasets`;
+this module has no data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from urllib.parse import urlsplit
 
@@ -92,7 +94,8 @@ class Split:
 
     `lines`, when known, is checked; `extra` splits are only fetched with `extra_tests=True`.
     With a `holdout`, the split keeps only its part of the sources' pairs (see `Holdout`): the
-    train, valid and test splits then share their sources.
+    train, valid and test splits then share their sources. With `mono`, the split is monolingual
+    (see `Mono`), and `lines` is the number of lines each side reads.
     """
 
     name: str
@@ -101,6 +104,27 @@ class Split:
     lines: int | None = None
     extra: bool = False
     holdout: Holdout | None = None
+    mono: Mono | None = None
+
+    @property
+    def inputs(self) -> tuple[Source, ...]:
+        """Every source the split reads: its two sides, and those of the splits a `mono` split holds out."""
+        held = self.mono.held if self.mono is not None else ()
+        return self.src + self.tgt + tuple(s for split in held for s in split.src + split.tgt)
+
+
+@dataclass(frozen=True)
+class Mono:
+    """What makes a split monolingual: each side is written on its own (the two need not be parallel).
+
+    A side keeps the first occurrence of each line, in order, and drops, counting each: empty (or
+    blank) lines, lines equal to a line of the same side of a `held` split (the validation and test
+    sets, so that none is trained on) and repeats of a line kept before. A held split that is
+    `extra` is held out only with `extra_tests=True` (its files are fetched then). The held splits
+    are read, not written.
+    """
+
+    held: tuple[Split, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,15 +151,26 @@ class DatasetSpec:
         """The family: the dataset name that `--pair` completes."""
         return self.family or self.name
 
+    @property
+    def monolingual(self) -> bool:
+        """Whether the dataset is monolingual text in its two languages (its splits are `Mono`)."""
+        return any(s.mono is not None for s in self.splits)
+
     def selected(self, extra_tests: bool = False) -> tuple[Split, ...]:
-        """The splits a download produces: the standard ones, plus the extra test sets if asked."""
-        return tuple(s for s in self.splits if extra_tests or not s.extra)
+        """The splits a download produces: the standard ones, plus the extra test sets if asked (as
+        splits, or as the held-out splits of a `Mono` split)."""
+        def chosen(split: Split) -> Split:
+            if split.mono is None or extra_tests:
+                return split
+            return replace(split, mono=Mono(tuple(h for h in split.mono.held if not h.extra)))
+
+        return tuple(chosen(s) for s in self.splits if extra_tests or not s.extra)
 
     def files(self, splits: Iterable[Split]) -> list[RemoteFile]:
         """The distinct files the given splits need, in order of first use."""
         seen: dict[str, RemoteFile] = {}
         for split in splits:
-            for source in split.src + split.tgt:
+            for source in split.inputs:
                 seen.setdefault(source.file.name, source.file)
         return list(seen.values())
 
@@ -159,19 +194,29 @@ def parallel_files(
     `sums` maps a file name to its known (sha256, size); files missing from it are unverified
     and bounded by `limit`.
     """
-    table = sums or {}
-
     def side(name: str) -> tuple[Source, ...]:
-        sha256, size = table.get(name, (None, None))
-        url = base.rstrip("/") + "/" + name
-        return (Source(RemoteFile(url, sha256=sha256, size=size, limit=limit)),)
+        return (Source(remote_file(base, name, sums, limit)),)
 
     return Split(split, side(src_name), side(tgt_name), lines=lines, extra=extra)
 
 
+def remote_file(
+    base: str, name: str, sums: dict[str, tuple[str | None, int | None]] | None = None, limit: int | None = None,
+) -> RemoteFile:
+    """The file `name` under the base URL `base`, with its (sha256, size) from `sums` when known."""
+    sha256, size = (sums or {}).get(name, (None, None))
+    return RemoteFile(base.rstrip("/") + "/" + name, sha256=sha256, size=size, limit=limit)
+
+
+def _turned(split: Split) -> Split:
+    """`split` with its source and target sides exchanged (those of the splits it holds out too)."""
+    mono = Mono(tuple(map(_turned, split.mono.held))) if split.mono is not None else None
+    return replace(split, src=split.tgt, tgt=split.src, mono=mono)
+
+
 def swapped(spec: DatasetSpec, name: str) -> DatasetSpec:
     """The same files the other way round (each split's source and target sides exchanged)."""
-    splits = tuple(Split(s.name, s.tgt, s.src, s.lines, s.extra, s.holdout) for s in spec.splits)
+    splits = tuple(map(_turned, spec.splits))
     return DatasetSpec(
         name=name, src=spec.tgt, tgt=spec.src, description=spec.description,
         licence=spec.licence, splits=splits, homepage=spec.homepage,
@@ -193,7 +238,9 @@ def check_spec(spec: DatasetSpec) -> None:
             raise ValueError(f"{where}: needs at least one source a side")
         if split.holdout is not None and split.name not in ("train", "valid", "test"):
             raise ValueError(f"{where}: a held-out split is train, valid or test")
-        for source in split.src + split.tgt:
+        if split.mono is not None:
+            _check_mono(where, split.mono, split.holdout)
+        for source in split.inputs:
             if source.fmt not in FORMATS:
                 raise ValueError(f"{where}: unknown format {source.fmt!r}")
             if (source.fmt == "tsv") != (source.column is not None):
@@ -201,3 +248,14 @@ def check_spec(spec: DatasetSpec) -> None:
             other = files.setdefault(source.file.name, source.file)
             if other != source.file:
                 raise ValueError(f"{spec.name}: two different files are named {source.file.name!r}")
+
+
+def _check_mono(where: str, mono: Mono, holdout: Holdout | None) -> None:
+    """The rules of a `Mono` split (see `check_spec`)."""
+    if holdout is not None:
+        raise ValueError(f"{where}: a split is monolingual or held out by position, not both")
+    for held in mono.held:
+        if held.mono is not None or held.holdout is not None:
+            raise ValueError(f"{where}: the held-out split {held.name} is made of plain sources")
+        if not held.src or not held.tgt:
+            raise ValueError(f"{where}: the held-out split {held.name} needs at least one source a side")

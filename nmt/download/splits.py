@@ -1,8 +1,10 @@
 """Writing the output files: `OUT/SPLIT.SRC` and `OUT/SPLIT.TGT`, plain UTF-8, one sentence a line.
 
 Each side is the concatenation of its sources (text files, archive members, SGML or TSV, read by
-`nmt.download.formats`), or, for a held-out split, its part of the sources' pairs. Both files of
-a split are written atomically, together, and their line counts checked.
+`nmt.download.formats`), or, for a held-out split, its part of the sources' pairs, or, for a
+monolingual split, its sources' distinct lines less those of the held-out splits (`MonoCounts`
+says how many of each kind). Both files of a split are written atomically, together, and their
+line counts checked.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import hashlib
 import itertools
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +32,7 @@ OnWritten = Callable[[Split, dict[str, Record]], None]
 
 def source_paths(splits: tuple[Split, ...], local: dict[str, Fetched], work: Path) -> dict[Source, Path]:
     """The local file of every source: its download, or its member extracted in `work/ARCHIVE/`."""
-    sources = [source for split in splits for source in split.src + split.tgt]
+    sources = [source for split in splits for source in split.inputs]
     wanted: dict[str, set[str]] = {}
     for source in sources:
         if source.member is not None:
@@ -132,6 +135,81 @@ def _write_held_out(
     return [side.result() for side in sides]
 
 
+@dataclass
+class MonoCounts:
+    """The lines of one side of a monolingual split: `read` = `empty` + `held_out` + `duplicates` + `kept`."""
+
+    read: int = 0
+    empty: int = 0  # empty or blank lines
+    held_out: int = 0  # equal to a line of a held-out split (each occurrence counted here, not as a duplicate)
+    duplicates: int = 0  # repeats of a line kept before
+    kept: int = 0
+
+
+def _held_lines(held: tuple[Split, ...], side: int, paths: dict[Source, Path], cache: Path) -> set[str]:
+    """The lines of one side (0: source, 1: target) of the held-out splits, whose line counts are checked."""
+    lines: set[str] = set()
+    for split in held:
+        sources = (split.src, split.tgt)[side]
+        n = 0
+        for n, text in enumerate(_side_lines(sources, paths), 1):  # noqa: B007 (n: the count)
+            lines.add(text)
+        if split.lines is not None and n != split.lines:
+            raise DownloadError(
+                f"held-out {split.name}: {', '.join(s.file.name for s in sources)} has {n} lines, expected "
+                f"{split.lines}; the downloaded files are not the expected ones, delete {cache} and re-run"
+            )
+    return lines
+
+
+def _write_mono_side(
+    sources: tuple[Source, ...], held: set[str], paths: dict[Source, Path], out: IO[bytes], progress: ProgressFn,
+    task: str,
+) -> tuple[tuple[int, str, int], MonoCounts]:
+    """Write the first occurrence of each line of the sources that is neither blank nor held out."""
+    side, counts, seen = _Side(out), MonoCounts(), set()
+    report = Reporter(progress, task, None)
+    for text in _side_lines(sources, paths):
+        counts.read += 1
+        if not text.strip():
+            counts.empty += 1
+        elif text in held:
+            counts.held_out += 1
+        elif text in seen:
+            counts.duplicates += 1
+        else:
+            seen.add(text)
+            side.write(text)
+        if counts.read % 10_000 == 0:
+            report(side.size)
+    counts.kept = side.lines
+    report.total = side.size
+    report(side.size, force=True)
+    return side.result(), counts
+
+
+def _write_mono(
+    split: Split, names: tuple[str, str], paths: dict[Source, Path], files: tuple[IO[bytes], IO[bytes]],
+    progress: ProgressFn, cache: Path,
+) -> tuple[list[tuple[int, str, int]], list[Record]]:
+    """Write each side of a monolingual split on its own (see `Mono`); return the results and the records'
+    extra fields: the held-out sources and the counts."""
+    assert split.mono is not None
+    results, extras = [], []
+    for side, (name, sources, f) in enumerate(zip(names, (split.src, split.tgt), files)):
+        held = _held_lines(split.mono.held, side, paths, cache)
+        result, counts = _write_mono_side(sources, held, paths, f, progress, f"write {name}")
+        if split.lines is not None and counts.read != split.lines:
+            raise DownloadError(
+                f"{split.name}: the sources of {name} have {counts.read} lines, expected {split.lines}; the "
+                f"downloaded files are not the expected ones, delete {cache} and re-run"
+            )
+        results.append(result)
+        held_from = [s.describe() for h in split.mono.held for s in (h.src, h.tgt)[side]]
+        extras.append({"held_out_from": held_from, "counts": asdict(counts)})
+    return results, extras
+
+
 def write_split(
     spec: DatasetSpec, split: Split, out: Path, paths: dict[Source, Path], progress: ProgressFn,
 ) -> dict[str, Record]:
@@ -139,20 +217,33 @@ def write_split(
     names = spec.outputs(split)
     sides = (split.src, split.tgt)
     records: dict[str, Record] = {}
+    extras: list[Record] = [{}, {}]
     with atomic_write(out / names[0]) as fs, atomic_write(out / names[1]) as ft:
-        if split.holdout is not None:
+        if split.mono is not None:
+            results, extras = _write_mono(split, names, paths, (fs, ft), progress, out / CACHE)
+        elif split.holdout is not None:
             results = _write_held_out(split, names, paths, (fs, ft), progress, out / CACHE)
         else:
             results = [
                 _write_side(sources, paths, f, progress, f"write {name}")
                 for name, sources, f in zip(names, sides, (fs, ft))
             ]
-        _check_lines(split, names, (results[0][0], results[1][0]), out / CACHE)
-    for name, sources, (lines, sha, size) in zip(names, sides, results):
+        if split.mono is None:
+            _check_lines(split, names, (results[0][0], results[1][0]), out / CACHE)
+    for name, sources, (lines, sha, size), extra in zip(names, sides, results, extras):
         origin = [s.describe() for s in sources]
-        records[name] = {"lines": lines, "bytes": size, "sha256": sha, "from": origin}
-        say(progress, f"write {name}", f"wrote {out / name} ({lines:,} lines)")
+        records[name] = {"lines": lines, "bytes": size, "sha256": sha, "from": origin, **extra}
+        say(progress, f"write {name}", f"wrote {out / name} ({lines:,} lines{_dropped(extra)})")
     return records
+
+
+def _dropped(extra: Record) -> str:
+    """The end of a monolingual file's message (" of N read; dropped ..."), "" for another file's."""
+    if "counts" not in extra:
+        return ""
+    c = extra["counts"]
+    return (f" of {c['read']:,} read; dropped {c['duplicates']:,} duplicates, {c['held_out']:,} held-out, "
+            f"{c['empty']:,} empty")
 
 
 def build(

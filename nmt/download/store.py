@@ -2,7 +2,7 @@
 
 A file is fetched (HTTP or mirror folder) into `NAME.part`, checked against the registry's size
 and checksums, and only then renamed to `NAME`; a cached copy that no longer verifies is fetched
-again.
+again. With several mirrors, the file comes from the first that has it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from nmt.core.errors import DownloadError
 from nmt.core.progress import ProgressFn, ignore
 from nmt.download.events import Reporter, say
-from nmt.download.fetch import fetch_url
-from nmt.download.mirror import Mirror, copy_file, locate
+from nmt.download.fetch import NotFound, fetch_url
+from nmt.download.mirror import Mirror, copy_file, locations
 from nmt.download.spec import RemoteFile
 
 CACHE = ".cache"
@@ -26,7 +26,7 @@ CACHE = ".cache"
 class FetchOptions:
     """Settings shared by every fetch of one `download` call."""
 
-    mirror: Mirror | None
+    mirrors: tuple[Mirror, ...]  # looked in, in order; none: each file's upstream URL
     retries: int
     timeout: float
     backoff: float
@@ -92,24 +92,47 @@ def _reuse_cached(file: RemoteFile, path: Path, where: str, opts: FetchOptions) 
         return None
 
 
+def _transfer(file: RemoteFile, source: str | Path, part: Path, opts: FetchOptions) -> int:
+    """Bring `file` from `source` (a URL, or a mirror folder's copy) into `part`; return the bytes received."""
+    if isinstance(source, Path):
+        return copy_file(source, part, opts.progress, bound=file.bound, size=file.size)
+    return fetch_url(
+        source, part, retries=opts.retries, timeout=opts.timeout, backoff=opts.backoff,
+        progress=opts.progress, expected_size=file.size, limit=file.bound,
+    )
+
+
+def _transfer_from_first(file: RemoteFile, sources: tuple[str | Path, ...], part: Path,
+                         opts: FetchOptions) -> tuple[str, int]:
+    """Bring `file` from the first of `sources` that has it; return (where it came from, bytes received).
+
+    One source: its own error. Several: a source without the file is skipped, and when none has it
+    the error names every place looked in."""
+    if len(sources) == 1:
+        return str(sources[0]), _transfer(file, sources[0], part, opts)
+    for source in sources:
+        try:
+            return str(source), _transfer(file, source, part, opts)
+        except NotFound:
+            continue
+    raise DownloadError(
+        f"{file.name}: not found in any `mirror` (looked for {', '.join(map(str, sources))}); one of them "
+        "must hold the file under its upstream name"
+    )
+
+
 def obtain(file: RemoteFile, cache: Path, opts: FetchOptions) -> Fetched:
     """Ensure a verified copy of `file` at `cache/NAME`: reuse it, or fetch, verify and rename."""
     final = cache / file.name
-    source = locate(file, opts.mirror)
-    where = str(source)
+    sources = locations(file, opts.mirrors)
     if final.is_file():
+        where = str(sources[0] if len(sources) == 1 else final)  # of several mirrors, which one is not known
         sha = _reuse_cached(file, final, where, opts)
         if sha is not None:
             say(opts.progress, f"download {file.name}", f"{file.name}: already in {cache}")
             return Fetched(file, final, where, sha, fetched=False, received=0)
     part = cache / (file.name + ".part")
-    if isinstance(source, Path):
-        received = copy_file(source, part, opts.progress, bound=file.bound, size=file.size)
-    else:
-        received = fetch_url(
-            source, part, retries=opts.retries, timeout=opts.timeout, backoff=opts.backoff,
-            progress=opts.progress, expected_size=file.size, limit=file.bound,
-        )
+    where, received = _transfer_from_first(file, sources, part, opts)
     try:
         sha = verify(file, part, where, opts.progress)
     except DownloadError:

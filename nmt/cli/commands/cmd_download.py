@@ -1,4 +1,4 @@
-"""`nmt download`: fetch a parallel dataset (or list them, or verify a download)."""
+"""`nmt download`: fetch a dataset (or list them, or verify a download)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.options import with_config_options
-from nmt.cli.render import datasets_table
+from nmt.cli.render import datasets_table, rendered
 from nmt.cli.stdio import write_stdout
 from nmt.config import Overrides
 from nmt.config.command_options import DownloadOptions
@@ -16,6 +16,9 @@ from nmt.config.flags import as_flags
 
 EPILOG = ("Example: nmt download multi30k --out data/multi30k   or   "
           "nmt download wmt14 --pair en-fr --out data/wmt14-en-fr")
+# The columns of a monolingual download's counts on stdout: (heading, key in DownloadResult.counts).
+COUNTS = (("file", ""), ("read", "read"), ("empty", "empty"), ("held out", "held_out"),
+          ("duplicates", "duplicates"), ("kept", "kept"))
 
 
 @with_config_options({"given": DownloadOptions})
@@ -24,7 +27,8 @@ def download_command(
     name: Annotated[Optional[str], typer.Argument(help="Dataset name (see --list): a family such as wmt14, "
                                                   "or a full name such as wmt14-en-fr.")] = None,
 ) -> None:
-    """Download a parallel dataset into OUT/{train,valid,test}.{src,tgt} with a MANIFEST.json."""
+    """Download a dataset into OUT/{train,valid,test}.{src,tgt} (a monolingual one: OUT/mono.{src,tgt}) with a
+    MANIFEST.json."""
     from nmt import download as dl
     from nmt.cli.console import progress_display, say
     from nmt.core.errors import InputError
@@ -48,6 +52,18 @@ def download_command(
         result = dl.download(spec, o.out, mirror=o.mirror, extra_tests=o.extra_tests, progress=report,
                              timeout=o.timeout)
     say(as_flags(dl.summary(result)))
+    if result.counts:  # a monolingual dataset: what each file kept and dropped is the result
+        write_stdout(counts_table(result.counts))
+
+
+def counts_table(counts: dict[str, dict[str, int]]) -> str:
+    """A monolingual download's lines per file: read, dropped (empty, held out, duplicates) and kept."""
+    from rich.table import Table
+
+    table = Table(*(heading for heading, _ in COUNTS), box=None)
+    for name, count in counts.items():
+        table.add_row(name, *(f"{count[key]:,}" for _, key in COUNTS[1:]))
+    return rendered(table)
 
 
 def verify_download(name: str, out: Path) -> None:
