@@ -10,11 +10,13 @@ TORCH  ?= torch==2.13.0
 DEMO_OUT ?= demo-run
 # `make multi30k MIRROR=../shared/data/multi30k`: the Multi30k recipe from a local copy of the data.
 MIRROR ?=
+# `make multi30k-mono ... MONO_MIRROR=FOLDER`: a local copy of Multi30k task 2's captions (nmt download multi30k-mono).
+MONO_MIRROR ?=
 MULTI30K_OUT ?= multi30k-run
 # `make gpu-check GPU_REPORT=FILE`: where the GPU check writes its report.
 GPU_REPORT ?= gpu-check-report.md
 
-.PHONY: install demo test test-long lint multi30k multi30k-student gpu-check clean
+.PHONY: install demo test test-long lint multi30k multi30k-student multi30k-mono gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -54,6 +56,12 @@ multi30k: install
 # direction, 45 minutes on one core each, scored with CTranslate2 int8: docs/results-multi30k.md
 multi30k-student: multi30k
 	NMT=$(VENV)/bin/nmt recipes/multi30k-student.sh $(MULTI30K_OUT)
+
+# Monolingual captions (Multi30k task 2) on top of `make multi30k` (skipped where done): back-translation, the
+# teachers again on real + synthetic pairs (and a second seed), forward translation, students; steps skip what is
+# done, so it can run in several sittings: docs/results-multi30k.md
+multi30k-mono: install
+	NMT=$(VENV)/bin/nmt MIRROR=$(MIRROR) MONO_MIRROR=$(MONO_MIRROR) recipes/multi30k-mono.sh $(MULTI30K_OUT)
 
 # On a machine with a CUDA GPU: training in fp32/bf16/fp16, torchrun, translation against the CPU and
 # throughput, end to end in at most 10 minutes; PASS/FAIL per check in $(GPU_REPORT); exit 1 if one

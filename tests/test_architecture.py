@@ -155,7 +155,7 @@ LAYERS: dict[str, set[str]] = {
     "nmt.importers": {"nmt.core", "nmt.config", "nmt.text", "nmt.model"},
     "nmt.serve": {"nmt.core", "nmt.config", "nmt.text", "nmt.engines", "nmt.documents"},
     "nmt.distillation": {"nmt.core", "nmt.config", "nmt.scoring", "nmt.text", "nmt.data", "nmt.model", "nmt.compute",
-                         "nmt.engines", "nmt.documents"},
+                         "nmt.engines", "nmt.documents", "nmt.training"},
     "nmt.workflows": {"nmt.core", "nmt.config", "nmt.scoring", "nmt.text", "nmt.data", "nmt.download", "nmt.model",
                       "nmt.compute", "nmt.engines", "nmt.documents", "nmt.training", "nmt.importers"},
     "nmt.api": {"nmt.core", "nmt.config", "nmt.text", "nmt.model", "nmt.compute", "nmt.engines", "nmt.documents",

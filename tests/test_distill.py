@@ -184,15 +184,15 @@ def test_the_corpus_keeps_the_good_pairs_and_reports_the_rest(tmp_path):
     assert (out / "train.en").read_text().splitlines() == ["S1 a b", "S6 i j", "S7 k l"]
     assert (out / "train.de").read_text().splitlines() == ["T1 a b", "T6 i j", "T7 k l"]
     assert report["lines"] == 7 and report["kept"] == 3
-    assert report["dropped"] == {"empty": 1, "copy": 1, "length": 1, "repeats": 1}
+    assert report["dropped"] == {"language": 0, "empty": 1, "copy": 1, "length": 1, "repeats": 1}
     assert [line.split("\t")[:2] for line in (out / "dropped.tsv").read_text().splitlines()] == [
         ["2", "copy"], ["3", "empty"], ["4", "repeats"], ["5", "length"]]
     assert json.loads((out / "report.json").read_text()) == report
     assert sorted(p.name for p in (out / "chunks").iterdir()) == ["000000.txt", "000001.txt", "000002.txt"]
     again = Scripted()
     report = run(tmp_path, again, keep_copies=True, max_ratio=0)  # other checks: the same chunks, checked again
-    assert again.calls == [] and report["kept"] == 5 and report["dropped"] == {"empty": 1, "copy": 0, "length": 0,
-                                                                                 "repeats": 1}
+    assert again.calls == [] and report["kept"] == 5 and report["dropped"] == {"language": 0, "empty": 1, "copy": 0,
+                                                                                 "length": 0, "repeats": 1}
 
 
 def test_interpolation_keeps_the_hypothesis_closest_to_the_reference(tmp_path):

@@ -98,3 +98,47 @@ def test_student_recipe_wants_its_teachers_first(tmp_path):
                        text=True, timeout=60)
     assert r.returncode == 1 and r.stdout == ""
     assert "no teacher at" in r.stderr and "recipes/multi30k.sh" in r.stderr
+
+
+SHARED_TASK2 = ROOT.parent / "shared/data/multi30k-task2"
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not SHARED_TASK2.is_dir(), reason="needs ../shared/data/multi30k-task2 (the upstream files)")
+def test_mono_recipe_runs_every_step_and_resumes(tmp_path):
+    """recipes/multi30k-mono.sh with shrunken models and 60 captions a language: the parallel-only teachers,
+    back-translation, the teachers on real + tagged synthetic pairs (two seeds), forward translation, the student
+    scored with CTranslate2 int8 and exported; each step's wall time recorded; a rerun does nothing new."""
+    tiny = "--d-model 16 --heads 2 --layers 1 --d-ff 32 --valid-bleu-sentences 0 --max-time 0"
+    env = {**os.environ, "NMT": str(Path(sys.executable).parent / "nmt"), "MIRROR": str(SHARED_M30K),
+           "MONO_MIRROR": str(SHARED_TASK2), "MONO_LINES": "60", "OMP_NUM_THREADS": "1", "BEAM": "2",
+           "AVERAGE": "2", "LID": "0", "TRAIN_ARGS": f"--max-updates 4 --save-interval 2 {tiny}",
+           "STUDENT_TRAIN_ARGS": f"--max-updates 4 --save-interval 2 {tiny}",
+           # a 4-update teacher loops to its length limit: short outputs, kept whatever they are
+           "DISTILL_ARGS": "--max-len-a 0 --max-len-b 6 --max-ratio 0 --max-repeats 0 --keep-copies",
+           "PREPARE_ARGS": "--max-ratio 1000 --min-len 1"}
+    out = tmp_path / "m30k"
+    recipe = ["bash", str(ROOT / "recipes/multi30k-mono.sh"), str(out)]
+    r = subprocess.run(recipe, env=env, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["direction"] for row in rows] == ["en-de", "de-en"]
+    for row in rows:
+        src, tgt = row["direction"].split("-")
+        dir = out / row["direction"] / "mono"
+        for system in ("parallel", "synthetic", "ensemble", "student"):
+            assert [s["metric"] for s in row[system]["scores"]][:1] == ["BLEU 13a cased"], system
+        bt = json.loads((dir / "bt" / "report.json").read_text())
+        assert (bt["src"], bt["tgt"], bt["lines"]) == (tgt, src, 60)  # the other language's captions
+        meta = json.loads((dir / "data" / "meta.json").read_text())
+        assert "synthetic_tag" in meta and [c["corpus"].endswith("(synthetic)")
+                                            for c in meta["splits"]["train"]["corpora"]] == [False, True]
+        assert json.loads((dir / "ft-mono" / "report.json").read_text())["lines"] == 60
+        assert (dir / "student" / "ct2-int8" / "model.bin").is_file()
+        steps = [line.split("\t")[0] for line in (dir / "steps.tsv").read_text().splitlines()]
+        assert steps == ["back-translate", "prepare", "teacher", "teacher-seed-2", "forward-real", "forward-mono",
+                         "student-prepare", "student"]
+    again = subprocess.run(recipe, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout == r.stdout
+    assert [line.split("\t")[0] for line in (out / "en-de" / "mono" / "steps.tsv").read_text().splitlines()] == steps

@@ -59,14 +59,15 @@ def heatmaps_own(relative: str, option: str) -> bool:
 
 
 def prefixed_files(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
-    """prepare's --train/--valid/--test PREFIX: the files PREFIX.SRC and PREFIX.TGT (or .gz) it reads."""
+    """prepare's --train/--valid/--test/--synthetic PREFIX: the files PREFIX.SRC and PREFIX.TGT (or .gz) it reads."""
     found = []
-    for key in ("train", "valid", "test"):
-        prefix = params.get(key)
-        for lang in (params.get("src"), params.get("tgt")):
-            if prefix and lang:
-                with contextlib.suppress(NmtError):  # a missing file: the command itself says so
-                    found.append((f"--{key}", resolve_prefixed(f"{prefix}.{lang}")))
+    for key in ("train", "valid", "test", "synthetic"):
+        given = params.get(key)
+        for prefix in given if isinstance(given, (list, tuple)) else [given]:
+            for lang in (params.get("src"), params.get("tgt")):
+                if prefix and lang:
+                    with contextlib.suppress(NmtError):  # a missing file: the command itself says so
+                        found.append((f"--{key}", resolve_prefixed(f"{prefix}.{lang}")))
     return found
 
 

@@ -84,6 +84,14 @@ class PrepareOptions(CommandOptions):
                                        "whose sources then begin with a target-language tag. Instead of --src/--tgt.")
     valid: Optional[str] = option(None, "Validation path prefix.")
     test: Optional[str] = option(None, "Test path prefix.")
+    synthetic: Optional[list[str]] = option(None, "Path prefix of a synthetic corpus trained on beside --train: "
+                                            "back- or forward-translations (nmt distill's OUT/train); repeat for "
+                                            "several. One language pair.")
+    tag_synthetic: bool = option(True, "Put the synthetic tag, an id of its own (never split by the subword model), "
+                                 "first in each synthetic source (tagged back-translation, Caswell et al. 2019).",
+                                 flag="--tag-synthetic/--no-tag-synthetic", requires="synthetic")
+    upsample: int = option(1, "Take the --train corpus (the real pairs) this many times among the synthetic ones.",
+                           low=1, high=1000, requires="synthetic")
     chunk_size: int = option(100_000, "Pairs encoded per chunk.")  # its range: nmt.data.dataset.prepare
     threads: int = tokenizer_threads()
 
@@ -185,6 +193,9 @@ class DistillOptions(CommandOptions):
                               "times in a row: the teacher looping (0: keep all).", low=0, high=INT_MAX)
     keep_copies: bool = option(False, "Keep translations identical to their source (by default dropped: a teacher "
                                "that copies has not translated).")
+    lid: float = option(0.0, "Drop a source line that the language detector (fastText's lid.176) gives less than this "
+                        "probability, in percent, of being in --src: monolingual text's noise (0: keep all).", low=0.0,
+                        high=100.0)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ compare it, so that models and data that do not fit together are refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,11 @@ TAG_PIECE = re.compile(r">>[^<>\s]+<<")
 def tag_piece(lang: str) -> str:
     """How a target-language tag is written where a token needs a name (vocabularies, CTranslate2): OPUS-MT's."""
     return f">>{lang}<<"
+
+
+# How the synthetic tag (tagged back-translation, Caswell et al. 2019: put first in the sources of the synthetic
+# pairs a model was trained on) is written where a token needs a name; an id of its own, never text.
+SYNTHETIC_PIECE = "<BT>"
 
 
 def legacy_identity(kind: str, sha256: str) -> dict[str, str]:
@@ -54,6 +60,9 @@ class DataIdentity:
     # source to ask for each target language (() where there is one target: nothing to choose).
     pairs: tuple[tuple[str, str], ...] = ()
     tags: tuple[tuple[str, int], ...] = ()
+    # The id put first in the sources of the synthetic pairs the model learnt from (`nmt prepare --synthetic`,
+    # tagged back-translation); None: no synthetic pairs, or untagged. Never put in a source to translate.
+    synthetic: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
         """As stored in checkpoints (a youtokentome digest under the key nmt has always used, bpe_sha256)."""
@@ -62,6 +71,8 @@ class DataIdentity:
             extra["pairs"] = [list(p) for p in self.pairs]
         if self.tags:
             extra["tags"] = dict(self.tags)
+        if self.synthetic is not None:
+            extra["synthetic_tag"] = self.synthetic
         return {"src": self.src, "tgt": self.tgt, "vocab_size": self.vocab_size,
                 **tokenizer_identity(self.tokenizer, self.tokenizer_sha256), **extra}
 
@@ -115,6 +126,8 @@ class DataIdentity:
                             f"({data!r:.120}); the file is damaged")
         if "pairs" in fields or "tags" in fields:
             found = multilingual(found, fields.get("pairs"), fields.get("tags"), where)
+        if "synthetic_tag" in fields:
+            found = synthetic(found, fields["synthetic_tag"], where)
         return found
 
     @property
@@ -129,6 +142,15 @@ def primary(code: Optional[str], known: Sequence[str]) -> Optional[str]:
         return code
     first = re.split(r"[-_]", code, maxsplit=1)[0]
     return first if first in known else code
+
+
+def synthetic(identity: DataIdentity, tag: object, where: str) -> DataIdentity:
+    """`identity` with the synthetic tag `tag`, checked: an id of the vocabulary that is no target's tag."""
+    if not (isinstance(tag, int) and not isinstance(tag, bool) and 0 <= tag < identity.vocab_size
+            and tag not in dict(identity.tags).values()):
+        raise DataError(f"{where}: its synthetic tag {tag!r:.40} is no id of its own in the vocabulary of "
+                        f"{identity.vocab_size}; the file is damaged")
+    return dataclasses.replace(identity, synthetic=tag)
 
 
 def multilingual(identity: DataIdentity, pairs: object, tags: object, where: str) -> DataIdentity:

@@ -247,13 +247,14 @@ class _IndexWriter:
 
 @dataclass(frozen=True)
 class Part:
-    """One language pair's files of a split, and the target-language tag put first in each source (None: no
-    tag, a store of one target language)."""
+    """One corpus of a split, for one language pair: its files, and the tag put first in each source (a
+    target-language tag, or the synthetic tag; None: no tag)."""
 
     src_path: Path
     tgt_path: Path
     pair: str = ""  # SRC-TGT; "" for a store of one pair
     tag: int | None = None
+    corpus: str = ""  # which corpus of a split of several (a real one, a synthetic one); "" for a split of one
 
 
 def with_tag(ids: np.ndarray, lengths: np.ndarray, tag: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -303,8 +304,11 @@ def binarize_split(
         "sources": [str(path) for part in parts for path in (part.src_path, part.tgt_path)],
         "report": asdict(report),
     }
-    if len(parts) > 1 or parts[0].pair:
+    if any(part.pair for part in parts):
         meta["parts"] = counts  # in the order of the pairs in the files
+    if any(part.corpus for part in parts):  # several corpora of one pair: what each gave
+        meta["corpora"] = [{"corpus": part.corpus, "pairs": c["pairs"], "report": c["report"]}
+                           for part, c in zip(parts, counts)]
     return report, meta
 
 

@@ -23,7 +23,7 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -105,21 +105,28 @@ def _swap_in(staging: Path, out: Path) -> None:
 
 @dataclass(frozen=True)
 class Languages:
-    """The languages of a store: its pairs in order, and the id of each target's tag (none for one target)."""
+    """The languages of a store: its pairs in order, the id of each target's tag (none for one target), and the
+    synthetic tag put first in the sources of its synthetic pairs (None: none, or untagged)."""
 
     pairs: tuple[tuple[str, str], ...]
     tags: dict[str, int]
+    synthetic: Optional[int] = None
 
     @property
     def multilingual(self) -> bool:
         return len(self.pairs) > 1
 
-    def tagged(self, vocab_size: int) -> Languages:
+    def tagged(self, vocab_size: int, synthetic: bool = False) -> Languages:
         """These languages with their targets' tags, when there are several: the ids after a tokenizer's
-        `vocab_size`, in the order of the targets."""
+        `vocab_size`, in the order of the targets; then, with `synthetic`, the synthetic tag."""
         targets = list(dict.fromkeys(t for _, t in self.pairs))
         tags = {t: vocab_size + i for i, t in enumerate(targets)} if len(targets) > 1 else {}
-        return Languages(self.pairs, tags)
+        return Languages(self.pairs, tags, vocab_size + len(tags) if synthetic else None)
+
+    @property
+    def extra_ids(self) -> int:
+        """The ids after the tokenizer's: the target tags and the synthetic tag."""
+        return len(self.tags) + (self.synthetic is not None)
 
     def sides(self) -> tuple[str, str]:
         """meta.json's src and tgt: each side's codes joined with "+" (en, de+fr+cs)."""
@@ -155,12 +162,25 @@ def _parts(prefix: str | Path, langs: Languages) -> list[Part]:
             for s, t in langs.pairs]
 
 
+def _train_parts(train: str | Path, synthetic: Sequence[str | Path], langs: Languages, upsample: int) -> list[Part]:
+    """The training split's files: the real corpus `upsample` times (each copy filtered alike: the duplicate filter
+    runs within a copy), then each synthetic corpus, its sources tagged where `langs` has a synthetic tag."""
+    real = _parts(train, langs)
+    if not synthetic:
+        return real
+    (src, tgt), = langs.pairs  # one pair: `prepare` refuses synthetic corpora of a multilingual store
+    copies = [replace(part, corpus=f"{train} (copy {k + 1} of {upsample})" if upsample > 1 else str(train))
+              for k in range(upsample) for part in real]
+    return copies + [Part(*_split_paths(prefix, src, tgt), tag=langs.synthetic, corpus=f"{prefix} (synthetic)")
+                     for prefix in synthetic]
+
+
 def _write_store(staging: Path, tokenizer: Tokenizer, langs: Languages, parts: dict[str, list[Part]],
                  filters: FilterConfig, threads: int, chunk_size: int, progress: ProgressFn) -> dict[str, SplitReport]:
     """Binarize every split into `staging`, then the tokenizer's files, report.json and meta.json."""
     reports: dict[str, SplitReport] = {}
     split_meta: dict[str, dict[str, Any]] = {}
-    vocab_size = tokenizer.vocab_size + len(langs.tags)
+    vocab_size = tokenizer.vocab_size + langs.extra_ids
     for name, split_parts in parts.items():
         f = filters if name == "train" else None
         reports[name], split_meta[name] = binarize_split(
@@ -179,6 +199,7 @@ def _write_store(staging: Path, tokenizer: Tokenizer, langs: Languages, parts: d
         "src": src,
         "tgt": tgt,
         **({"pairs": [list(p) for p in langs.pairs], "tags": langs.tags} if langs.multilingual else {}),
+        **({"synthetic_tag": langs.synthetic} if langs.synthetic is not None else {}),
         "vocab_size": vocab_size,
         "dtype": DTYPES[dtype_code(vocab_size)].name,
         "tokenizer": record,  # kind, files, sha256
@@ -206,6 +227,9 @@ def prepare(
     chunk_size: int = 100_000,
     progress: ProgressFn = ignore,
     pairs: Sequence[str | tuple[str, str]] = (),
+    synthetic: Sequence[str | Path] = (),
+    tag_synthetic: bool = True,
+    upsample: int = 1,
 ) -> dict[str, SplitReport]:
     """Binarize `{prefix}.{src}` / `{prefix}.{tgt}` for each given split into `out/`, encoded with `bpe_model`:
     a model file from `nmt bpe` (youtokentome or SentencePiece) or a loaded `Tokenizer`.
@@ -213,6 +237,11 @@ def prepare(
     `pairs` (instead of `src` and `tgt`): several language pairs ("en-de" or ("en", "de")), each split holding
     every pair's files in turn; with several target languages each source begins with its target's tag (ids
     after the tokenizer's: meta.json's "tags").
+
+    `synthetic`: prefixes of synthetic corpora (back- or forward-translations, `nmt distill`'s OUT/train) trained
+    on beside `train`, the real corpus, which goes in `upsample` times; with `tag_synthetic` each synthetic source
+    begins with the synthetic tag (an id after the tokenizer's and the target tags: meta.json's "synthetic_tag";
+    Caswell et al. 2019). One language pair only.
 
     Filters apply to train only; valid/test keep every non-empty pair. The new store is written in a
     staging folder inside `out/` and replaces an earlier store only once it is complete, so a bad input
@@ -222,11 +251,18 @@ def prepare(
     check_range("`chunk_size`", chunk_size, 1, INT_MAX)
     out = Path(out)
     check_output_dir(out, "`out`")
+    check_range("`upsample`", upsample, 1, 1000)
     given = languages_of(src, tgt, pairs)  # the languages' errors before the tokenizer loads
+    if synthetic and given.multilingual:
+        raise ConfigError("`synthetic` corpora go with one language pair (`src` and `tgt`), not several `pair`s")
+    if upsample > 1 and not synthetic:
+        raise ConfigError(f"`upsample` {upsample} repeats `train` among synthetic corpora; add `synthetic` PREFIX or "
+                          "drop `upsample`")
     tokenizer = from_file(bpe_model) if isinstance(bpe_model, (str, Path)) else bpe_model
-    langs = given.tagged(tokenizer.vocab_size)
+    langs = given.tagged(tokenizer.vocab_size, synthetic=bool(synthetic) and tag_synthetic)
     splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
     parts = {name: _parts(prefix, langs) for name, prefix in splits.items()}  # fail early
+    parts["train"] = _train_parts(train, synthetic, langs, upsample)
 
     with folder_lock(out):
         _remove_leftovers(out)
@@ -327,7 +363,7 @@ def data_identity(data_dir: Path) -> DataIdentity:
     record = _tokenizer_record(Path(data_dir), meta)
     tokenizer = identity_of(record["kind"], record["sha256"]) if record else {"bpe_sha256": meta["bpe_sha256"]}
     record_of: dict[str, Any] = {"src": meta["src"], "tgt": meta["tgt"], "vocab_size": meta["vocab_size"], **tokenizer}
-    record_of.update({key: meta[key] for key in ("pairs", "tags") if key in meta})
+    record_of.update({key: meta[key] for key in ("pairs", "tags", "synthetic_tag") if key in meta})
     return DataIdentity.from_dict(record_of, str(Path(data_dir) / "meta.json"))
 
 

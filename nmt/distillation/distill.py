@@ -9,6 +9,7 @@ train.SRC and train.TGT, dropped.tsv (line, reason, source, translation) and rep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -38,6 +39,8 @@ from nmt.engines.base import Engine, Translation
 from nmt.engines.choice import open_engine
 from nmt.engines.conversions import checkpoint_digest
 from nmt.engines.ct2_export import file_sha256
+from nmt.text.languages import Detector
+from nmt.training.distributed import Comm, process_group, torchrun_env
 
 STATE = "distill.json"
 STATE_FORMAT = "nmt-distill"
@@ -51,29 +54,64 @@ def distill(o: DistillOptions, search: Overrides[SearchConfig], inference: Overr
             progress: ProgressFn = ignore, open_teacher: Callable[..., Engine] = open_engine,
             total: Optional[int] = None) -> dict[str, Any]:
     """Distil `o.train`.SRC with the teacher `o.model` into `o.out`; the report (also OUT/report.json). `total`: the
-    source's lines, where the caller has counted them already."""
+    source's lines, where the caller has counted them already.
+
+    Under torchrun (`torchrun_env`: one process per core or GPU, on one machine or several sharing OUT's file system)
+    each process translates its share of the chunks (chunk k: rank k mod the processes); rank 0 holds the folder's
+    lock and assembles the corpus once every chunk is done. Each chunk is translated alike by any process, so the
+    corpus is the one a single process makes (the same CPU kind or GPU, the same engine)."""
+    rank, world, local_rank = torchrun_env() or (0, 1, 0)
+    with process_group(rank, world, local_rank, bool(inference.get("gpus", 0)), "env://" if world > 1 else None) \
+            as comm:
+        return distil_share(o, search, inference, progress, open_teacher, total, comm)
+
+
+def distil_share(o: DistillOptions, search: Overrides[SearchConfig], inference: Overrides[InferenceConfig],
+                 progress: ProgressFn, open_teacher: Callable[..., Engine], total: Optional[int],
+                 comm: Comm) -> dict[str, Any]:
+    """This process's part of `distill`: every rank checks and opens the teacher, translates its chunks; rank 0
+    locks, records and assembles (an error on any rank is raised on every rank)."""
     check_distinct(ref("model"), o.model)
     source, reference = corpus_files(o)
     started = time.monotonic()
     check_output_dir(o.out, ref("out"))
-    engine = teacher(open_teacher(o.model, teacher_search(search, o), teacher_inference(inference),
-                                  progress=progress), o)
-    with folder_lock(o.out):
-        chunks = o.out / CHUNKS
-        for folder in (o.out, chunks):  # a killed run's half-written files (the lock says none is running)
-            remove_stale_temporaries(folder)
-        keep_state(o.out, identity(o, engine, source, reference))
+    engine = comm.all_succeed(lambda: teacher(open_teacher(o.model, teacher_search(search, o),
+                                                           teacher_inference(inference), progress=progress), o))
+    wanted = identity(o, engine, source, reference)
+    found = comm.gather(wanted)
+    if any(other != wanted for other in found):  # the same teacher, search and corpus in every process
+        raise ConfigError(f"the {comm.world} processes differ in {', '.join(sorted(differences(found)))}: "
+                          "give every process the same files and options")
+    with contextlib.ExitStack() as held:
+        def take_folder() -> None:
+            held.enter_context(folder_lock(o.out))
+            for folder in (o.out, o.out / CHUNKS):  # a killed run's half-written files (the lock: none is running)
+                remove_stale_temporaries(folder)
+            keep_state(o.out, wanted)
+
+        comm.all_succeed(take_folder if comm.rank == 0 else lambda: None)
         total = count_lines(source) if total is None else total
         engine.progress = progress
-        translated = translate_chunks(engine, source, reference, o, total, progress)
-        report = assemble(o, source, chunks, total)
-        seconds = time.monotonic() - started
-        report.update(teacher=[str(m) for m in o.model], engine=describe_engine(engine),
-                      translated_now=translated, seconds=round(seconds, 1),
-                      sentences_per_second=round(translated / seconds, 1) if translated else None)
-        with atomic_write(o.out / REPORT, "w") as f:  # last: its presence says the corpus is whole
-            f.write(json.dumps(report, indent=2) + "\n")
-    return report
+        share = comm.all_succeed(lambda: translate_chunks(engine, source, reference, o, total, progress, comm.rank,
+                                                          comm.world))
+        translated = sum(comm.gather(share))
+
+        def finish() -> dict[str, Any]:
+            report = assemble(o, source, o.out / CHUNKS, total)
+            seconds = time.monotonic() - started
+            report.update(teacher=[str(m) for m in o.model], engine=describe_engine(engine), processes=comm.world,
+                          translated_now=translated, seconds=round(seconds, 1),
+                          sentences_per_second=round(translated / seconds, 1) if translated else None)
+            with atomic_write(o.out / REPORT, "w") as f:  # last: its presence says the corpus is whole
+                f.write(json.dumps(report, indent=2) + "\n")
+            return report
+
+        return comm.from_rank0(finish)
+
+
+def differences(found: list[dict[str, Any]]) -> set[str]:
+    """What the processes' identities of one distillation differ in, in words (`WHAT`)."""
+    return {WHAT[key] for key in WHAT if len({json.dumps(f.get(key), sort_keys=True) for f in found}) > 1}
 
 
 def corpus_files(o: DistillOptions) -> tuple[Path, Optional[Path]]:
@@ -172,12 +210,15 @@ def source_chunks(source: Path, reference: Optional[Path], size: int) -> Iterato
 
 
 def translate_chunks(engine: Engine, source: Path, reference: Optional[Path], o: DistillOptions, total: int,
-                     progress: ProgressFn) -> int:
-    """Translate each chunk not yet in OUT/chunks; how many lines were translated now."""
+                     progress: ProgressFn, rank: int = 0, world: int = 1) -> int:
+    """Translate each chunk of this process's share (chunk k: k mod `world` is `rank`) not yet in OUT/chunks; how
+    many lines were translated now."""
     chunks = o.out / CHUNKS
     chunks.mkdir(exist_ok=True)
     translated = 0
     for k, (lines, refs) in enumerate(source_chunks(source, reference, o.chunk_lines)):
+        if k % world != rank:
+            continue
         first = k * o.chunk_lines
         path = chunks / f"{k:06d}.txt"
         if path.is_file():
@@ -198,6 +239,15 @@ def chosen(t: Translation, reference: str, metric: str) -> tuple[int, str]:
     return rank, t.hypotheses[rank][0]
 
 
+def language_check(lang: str, threshold: float) -> Callable[[str], bool]:
+    """Whether a source line is in `lang` by the language detector (`nmt.text.languages`): a probability of at least
+    `threshold` percent that it is (0: every line is; no detector is loaded)."""
+    if not threshold:
+        return lambda line: True
+    detector = Detector([lang])  # its probability of `lang` among every language it knows: a line without
+    return lambda line: any(d.confidence >= threshold for d in detector.detect(line))  # letters is in none
+
+
 def chunk_rows(chunks: Path, lines: int, size: int) -> Iterator[tuple[int, str]]:
     """(rank, text) of every line, chunk after chunk; InputError for a chunk of the wrong length (edited)."""
     for k in range((lines + size - 1) // size):
@@ -214,13 +264,14 @@ def chunk_rows(chunks: Path, lines: int, size: int) -> Iterator[tuple[int, str]]
 def assemble(o: DistillOptions, source: Path, chunks: Path, total: int) -> dict[str, Any]:
     """Write OUT/train.SRC, OUT/train.TGT (the kept pairs) and OUT/dropped.tsv; the counts."""
     checks = TeacherChecks(o.max_ratio, o.max_repeats, o.keep_copies)
+    in_source_language = language_check(o.src, o.lid)
     dropped: Counter[str] = Counter()
     not_best = kept = 0
     with atomic_write(o.out / f"train.{o.src}", "w") as src_file, \
             atomic_write(o.out / f"train.{o.tgt}", "w") as tgt_file, atomic_write(o.out / DROPPED, "w") as why:
         for i, (line, (rank, text)) in enumerate(zip(read_lines(source), chunk_rows(chunks, total, o.chunk_lines))):
             not_best += rank > 0
-            reason = failure(line, text, checks)
+            reason = "language" if not in_source_language(line) else failure(line, text, checks)
             if reason:
                 dropped[reason] += 1
                 why.write(f"{i + 1}\t{reason}\t{' '.join(line.split())}\t{' '.join(text.split())}\n")

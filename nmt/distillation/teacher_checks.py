@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-# Why a pair is dropped, in the order the checks run (a pair counts under its first reason).
-REASONS = ("empty", "copy", "length", "repeats")
+# Why a pair is dropped, in the order the checks run (a pair counts under its first reason): `language`, a source
+# line the language detector does not take for the source language (`nmt distill --lid`), is told before these.
+REASONS = ("language", "empty", "copy", "length", "repeats")
 MAX_NGRAM = 4  # the longest n-gram (in words) whose back-to-back repetition counts as a loop
 
 

@@ -166,7 +166,9 @@ class CTranslate2Engine(BatchEngine):
             # and batches give the same draws (per process; `with_search` cannot seed again)
             ct2.set_random_seed(self.search_cfg.seed)
         try:
-            self.engine = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
+            # on CUDA, torch's current device: the one a process of a job was given (torch.cuda.set_device)
+            index = torch.cuda.current_device() if device == "cuda" else 0
+            self.engine = ct2.Translator(str(model_dir), device=device, device_index=index, compute_type=compute_type,
                                          inter_threads=inter_threads, intra_threads=threads)
             self.parallel = inter_threads  # its translate_batch releases the GIL: one Python thread per replica
         except (RuntimeError, ValueError) as e:

@@ -103,6 +103,9 @@ def check_models_fit(ckpts: list[checkpoint.Checkpoint], paths: list[Path]) -> N
         if ckpt.tokenizer != ckpts[0].tokenizer:
             raise ConfigError(f"{path} and {paths[0]} use different tokenizers (vocabularies); an ensemble needs "
                               "models trained on data prepared with the same `nmt bpe` model")
+        if ckpt.data.synthetic != ckpts[0].data.synthetic:
+            raise ConfigError(f"{path} and {paths[0]} differ in their synthetic tag (one was trained on tagged "
+                              "synthetic pairs, the other not); an ensemble needs models of one vocabulary")
         if (ckpt.languages, ckpt.data.pairs, ckpt.data.tags) != (ckpts[0].languages, ckpts[0].data.pairs,
                                                                  ckpts[0].data.tags):
             (src, tgt), (first_src, first_tgt) = ckpt.languages, ckpts[0].languages

@@ -26,5 +26,6 @@ def prepare_command(given: Overrides[PrepareOptions], filters: Overrides[FilterC
     bpe = tokenizer_source(o.bpe_model)
     with progress_display() as report:
         reports = prepare(bpe, o.out, o.src, o.tgt, o.train, o.valid, o.test, filters=filters.apply(),
-                          threads=o.threads or -1, chunk_size=o.chunk_size, progress=report, pairs=o.pair or ())
+                          threads=o.threads or -1, chunk_size=o.chunk_size, progress=report, pairs=o.pair or (),
+                          synthetic=o.synthetic or (), tag_synthetic=o.tag_synthetic, upsample=o.upsample)
     write_stdout(json.dumps({split: asdict(r) for split, r in reports.items()}, indent=2) + "\n")  # the result
