@@ -9,7 +9,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from nmt.core.errors import ConfigError
@@ -240,3 +240,25 @@ def test_multi30k_paragraphs_split_into_their_captions(lang):
 def test_each_multi30k_caption_is_one_sentence(lang):
     lines = list(read_lines(MULTI30K / f"test_2016_flickr.{lang}.gz"))
     assert [line for line in lines if len(split_sentences(line, lang).sentences) != 1] == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["Ein Mann geht.", "Zwei Hunde spielen im Schnee!", "Wer kommt?", "Hund。", "Katze！",
+                                 "Er sagt: „Ja.“", "3.5 Meter hoch.", "Ende"]), min_size=1, max_size=60),
+       st.sampled_from([" ", "  ", "\t", ""]))
+def test_a_long_text_is_split_in_windows_as_whole(sentences, gap):
+    """A text longer than the segmenter's window is segmented a window at a time (sentencex's time grows with the
+    square of a text's sentences): the same sentences as the text given whole, where each of its segments (a
+    sentence and the space after it) is shorter than half a window."""
+    import nmt.text.sentences as module
+
+    text = gap.join(sentences)
+    whole = split_sentences(text, "de")
+    assume(all(len(piece) < 40 for piece in module.sentencex_pieces(text, "de")))
+    saved = module.WINDOW
+    module.WINDOW = 100
+    try:
+        windowed = split_sentences(text, "de")
+    finally:
+        module.WINDOW = saved
+    assert windowed == whole

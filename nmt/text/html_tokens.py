@@ -5,6 +5,7 @@ the tokens' texts put together are the document, byte for byte. `nmt.text.markup
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from html.parser import HTMLParser
 from itertools import accumulate
 from typing import Optional
@@ -31,21 +32,38 @@ class _Parser(HTMLParser):
     handle_comment = handle_pi = unknown_decl = handle_data  # text that `tokens` finds is markup
     handle_startendtag = handle_starttag  # <br/>: its tag ends with "/>"
 
+    def parse_marked_section(self, i: int, report: bool = True) -> int:
+        """A marked section (`<![CDATA[...]]>`), or one the parser does not know (`<![x]>`), which it gives up on:
+        kept as written up to its `>` and read on from there, rather than the parse ending (then restarted on the
+        rest of the document after each one: quadratic in a document of many)."""
+        where = self.lineno, self.offset  # the parser moves them on before it gives up (`_scan_name`)
+        try:
+            return int(super().parse_marked_section(i, report))
+        except AssertionError:
+            self.lineno, self.offset = where
+            end = self.rawdata.find(">", i)  # (the whole document is fed at once: none means none at all)
+            end = len(self.rawdata) - 1 if end < 0 else end
+            self.unknown_decl(self.rawdata[i + 3 : end])
+            return end + 1
+
 
 def tokens(html: str) -> list[Token]:
-    """Every token of `html` with its text as written: the texts put together are `html`."""
+    """Every token of `html` with its text as written: the texts put together are `html`. Linear in the document:
+    each part of it is read once (a parse the parser gives up on goes on after the markup it failed at)."""
+    line_starts = [0] + [m.end() for m in re.finditer("\n", html)]
     found: list[tuple[str, str, Attrs, int, int]] = []
     base = 0
     while base < len(html):
-        parser, rest, failed = _Parser(), html[base:], False
+        parser, failed = _Parser(), False
         parser.found = []
         try:
-            parser.feed(rest)
+            parser.feed(html[base:] if base else html)
             parser.close()
-        except Exception:  # it gives up on some declarations (<![x]>): that one is kept as written, the rest read on
+        except Exception:  # it gives up on other malformed markup: that is kept as written, the rest read on
             failed = True
-        lines = [0] + [m.end() for m in re.finditer("\n", rest)]
-        offsets = [base + lines[ln - 1] + col for ln, col in [f[3] for f in parser.found] + [parser.getpos()]]
+        first = bisect_right(line_starts, base) - 1  # the line of `base`: the parser's line 1
+        offsets = [(base if ln == 1 else line_starts[first + ln - 1]) + col
+                   for ln, col in [f[3] for f in parser.found] + [parser.getpos()]]
         found += [(kind, tag, attrs, at, size) for (kind, tag, attrs, _, size), at in zip(parser.found, offsets)]
         if not failed:
             break
@@ -57,11 +75,40 @@ def tokens(html: str) -> list[Token]:
         raw = html[start:end]
         cut = size if 0 <= size < len(raw) else len(raw)
         pieces += [(kind, tag, attrs, raw[:cut]), ("text", "", [], raw[cut:])]
+    return with_skipped_markup(pieces)
+
+
+def with_skipped_markup(pieces: list[Token]) -> list[Token]:
+    """`pieces` with the text the parser cut at a `<` joined again, and the markup it skipped (`</>`) or gave up on
+    (`<a b="c`) inside a text kept as an "other" token from there on. A text is joined once, at its end (joining
+    it piece by piece would copy it again for each piece)."""
     tokens: list[Token] = []
-    for kind, tag, attrs, raw in pieces:  # markup the parser skipped (`</>`) or gave up on (`<a b="c`): kept
-        joined = kind == "text" and tokens and tokens[-1][0] == "text"  # text the parser cut at a `<`
-        start, raw = (len(tokens[-1][3]) - 1, tokens.pop()[3] + raw) if joined else (0, raw)
-        markup = MARKUP.search(raw, max(start, 0)) if kind == "text" else None
-        cut = markup.start() if markup else len(raw)
-        tokens += [t for t in [(kind, tag, attrs, raw[:cut]), ("other", "", [], raw[cut:])] if t[3]]
+    run: list[str] = []  # the pieces of the text being read
+
+    def end_run() -> None:
+        if text := "".join(run):
+            tokens.append(("text", "", [], text))
+        run.clear()
+
+    for kind, tag, attrs, raw in pieces:
+        if not raw:
+            continue
+        if kind != "text":
+            end_run()
+            tokens.append((kind, tag, attrs, raw))
+            continue
+        last = run[-1][-1:] if run else ""  # markup may begin with the run's last character: `<` then `a`
+        markup = MARKUP.search(last + raw)
+        if markup is None:
+            run.append(raw)
+            continue
+        cut = markup.start() - len(last)
+        if cut < 0:
+            run[-1], rest = run[-1][:-1], last + raw
+        else:
+            run.append(raw[:cut])
+            rest = raw[cut:]
+        end_run()
+        tokens.append(("other", "", [], rest))
+    end_run()
     return tokens

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import html as htmllib
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional, Union
@@ -57,6 +57,7 @@ OBJECTS = (VOID - {"br", "hr"}) | (UNTOUCHED - {"pre", "xmp", "plaintext", "noem
 TRANSLATED = frozenset(["alt", "title", "placeholder", "aria-label"])
 BUTTONS = frozenset(["button", "submit", "reset"])
 DESCRIPTIONS = frozenset(["description", "og:title", "og:description", "twitter:title", "twitter:description"])
+INF = float("inf")
 MAX_DEPTH = 100  # inline elements nested deeper are objects, elements left open deeper are forgotten
 
 SPACE = " \t\n\r\f"  # HTML's whitespace
@@ -221,17 +222,53 @@ class _Target:
         return (x or 0) if parent is None else min(max(x or 0, parent[0]), parent[1])
 
     def intervals(self, elems: list[_Elem]) -> list[tuple[int, int]]:
-        """Each inline element's place in the translation: inside its parent's, and crossing none."""
+        """Each inline element's place in the translation: inside its parent's, and crossing none (one that would is
+        grown to hold what it crosses)."""
         out: list[tuple[int, int]] = []
+        placed = _Placed()
         for elem in elems:
             a, b = self.interval(elem.start, elem.end)
             if elem.parent >= 0:
                 pa, pb = out[elem.parent]
                 a, b = (max(a, pa), min(b, pb)) if a < pb and pa < b else (pa, pb)
-            while crossing := [(xa, xb) for xa, xb in out if xa < a < xb < b or a < xa < b < xb]:
+            while crossing := placed.crossing(a, b):
                 a, b = min(a, *(xa for xa, _ in crossing)), max(b, *(xb for _, xb in crossing))
             out.append((a, b))
+            placed.add(a, b)
         return out
+
+
+class _Placed:
+    """The intervals placed so far, by start and by end, so that those an interval crosses are found among the ones
+    that begin or end inside it (bisect), not by a pass over all: elements placed one by one in document order
+    (parents first) cost about log n each, where a pass over every earlier one made a block of n inline elements
+    cost n^2."""
+
+    def __init__(self) -> None:
+        self.by_start: list[tuple[int, int]] = []  # (start, end), sorted
+        self.by_end: list[tuple[int, int]] = []  # (end, start), sorted
+
+    def add(self, a: int, b: int) -> None:
+        insort(self.by_start, (a, b))
+        insort(self.by_end, (b, a))
+
+    def crossing(self, a: int, b: int) -> list[tuple[int, int]]:
+        """The placed (start, end) that cross [a, b]: starting inside it and ending after it, or starting before it
+        and ending inside it."""
+        found = []
+        for i in range(bisect_right(self.by_start, (a, INF)), len(self.by_start)):
+            xa, xb = self.by_start[i]
+            if xa >= b:
+                break
+            if xb > b:
+                found.append((xa, xb))
+        for i in range(bisect_right(self.by_end, (a, INF)), len(self.by_end)):
+            xb, xa = self.by_end[i]
+            if xb >= b:
+                break
+            if xa < a:
+                found.append((xa, xb))
+        return found
 
 
 class _Block:
@@ -442,7 +479,8 @@ class _Document:
         while self.open:
             self.unclose()
         if self.root:
-            self.out, self.root = self.out + _block(self.root, self.texts), []
+            self.out += _block(self.root, self.texts)  # in place: a copy per block would make the pass quadratic
+            self.root = []
 
     def boundary(self, parts: list[Part]) -> None:
         self.flush()

@@ -118,9 +118,48 @@ def _split(text: str, segment: Callable[[str], Iterable[str]]) -> Split:
     return _segmented(text, segment)
 
 
+# Characters the segmenter is given at a time: sentencex's time grows with the square of a text's sentences (a line
+# of 40,000 "Hund。" took 15 s, 10,000 1.2 s), so a longer text is segmented a window at a time: the pieces of each
+# window but its last, which may go on past it, are kept, and the next window starts at that last piece.
+WINDOW = 2000
+
+
+def _pieces(text: str, segment: Callable[[str], Iterable[str]]) -> list[str]:
+    """The segmenter's pieces of `text`, a window at a time; the same as of the text whole except where a sentence
+    is longer than half a window (the window is then cut after its last full stop, else its last space)."""
+    out: list[str] = []
+    start = 0
+    while len(text) - start > WINDOW:
+        window = text[start : start + WINDOW]
+        pieces = list(segment(window))
+        kept = len(window) - len(pieces[-1]) if pieces and "".join(pieces) == window else 0
+        if kept >= WINDOW // 2:
+            out += pieces[:-1]
+        else:  # a sentence of half a window or more (or pieces that are not the window's text): cut it
+            kept = _cut(window)
+            out.append(window[:kept])
+        start += kept
+    return out + list(segment(text[start:]))
+
+
+def sentencex_pieces(text: str, lang: str) -> list[str]:
+    """The segmenter's own pieces of `text`, whole (to compare with those taken a window at a time)."""
+    return list(_segmenter(lang)(text))
+
+
+def _cut(window: str) -> int:
+    """Where to cut a window that the segmenter leaves whole: after the last full stop of its second half (one of
+    scripts without spaces, or one followed by a space), else after its last space there, else at its end."""
+    ends, half = _other_ends(), len(window) // 2
+    for i in range(len(window) - 2, half, -1):
+        if window[i] in ends or (window[i] in _SPACED_ENDS and window[i + 1].isspace()):
+            return i + 1
+    return next((i + 1 for i in range(len(window) - 2, half, -1) if window[i].isspace()), len(window))
+
+
 def _segmented(text: str, segment: Callable[[str], Iterable[str]]) -> Split:
     """`_split` of a text with a letter or a digit, by the segmenter (no fast path)."""
-    spans = _spans(text, list(segment(text)))
+    spans = _spans(text, _pieces(text, segment))
     spans = _merged(text, [_stripped(text, a, b) for a, b in spans if a < b and not text[a:b].isspace()])
     spans = spans or [_stripped(text, 0, len(text))]  # the segmenter's pieces lost the text's letters
     sentences = [text[a:b] for a, b in spans]
