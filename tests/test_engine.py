@@ -22,7 +22,7 @@ from conftest import SAMPLE_DIR
 from nmt.config import InferenceConfig, ModelConfig, Overrides, Precision, SearchConfig
 from nmt.core.errors import ConfigError
 from nmt.core.progress import Progress
-from nmt.core.vocab import EOS
+from nmt.core.vocab import BOS, EOS, PAD
 from nmt.engines.torch_engine import TorchEngine
 from nmt.model import checkpoint
 
@@ -195,7 +195,7 @@ def test_alignments_identical_on_both_engines(ending_checkpoint, lines):
 
 def test_sampling_on_ctranslate2_is_deterministic_per_seed_with_nmts_scores(ending_checkpoint, lines):
     """Other draws than torch's (CTranslate2's random numbers), the same ones for the same seed; the scores
-    are the model's log-probabilities of the drawn tokens, whatever the temperature."""
+    are the model's log-probabilities of the drawn tokens (PAD and BOS out), whatever the temperature."""
     search = dict(sampling=True, nbest=2, topk=20, temperature=0.7, seed=3)
     first = opened(ending_checkpoint, "ctranslate2", **search).translate_chunk(lines[:12])
     again = opened(ending_checkpoint, "ctranslate2", **search).translate_chunk(lines[:12])
@@ -208,7 +208,9 @@ def test_sampling_on_ctranslate2_is_deterministic_per_seed_with_nmts_scores(endi
         for _, h in t.hypotheses:
             tgt = torch.tensor([[2] + h.tokens])
             with torch.inference_mode():
-                lp = scorer.model(src, tgt).log_softmax(-1)[0]
+                logits = scorer.model(src, tgt)[0]
+                logits[:, [PAD, BOS]] = float("-inf")  # never drawn, out of the distribution as in nmt's search
+                lp = logits.log_softmax(-1)
             expected = sum(lp[i, tok].item() for i, tok in enumerate(h.tokens + [EOS]))
             assert h.log_prob == pytest.approx(expected, abs=2e-3)
 
@@ -478,3 +480,26 @@ def test_degenerate_models_give_the_same_lines_on_both_engines(tiny_checkpoint, 
         assert searched_again == 0  # greedy search and ended searches are CTranslate2's own
     elif lengths == "at the limit":
         assert searched_again == sum(bool(line.strip()) for line in lines)
+
+
+@pytest.mark.parametrize("beam", [2, 4])
+def test_a_model_that_would_emit_bos_searches_alike_on_both_engines(tiny_checkpoint, lines, tmp_path, beam):
+    """BOS's output row made as likely as the likeliest words' (its tied embedding moved onto EOS's and a word's):
+    both engines take PAD and BOS out of each step's distribution and renormalise the rest (torch's
+    restrict_tokens, CTranslate2's suppress_sequences), so their beams are the same. A CTranslate2 search that
+    only drops them afterwards keeps other beams (one ending in BOS among its K) and ends elsewhere: the model is
+    one where that happens."""
+    ckpt = checkpoint.load(tiny_checkpoint)
+    embed = ckpt.weights["embed.weight"]
+    embed[BOS] = 0.5 * embed[EOS] + 0.5 * embed[embed[4:].norm(dim=1).argmax() + 4]
+    model = tmp_path / "bos.pt"
+    checkpoint.save(model, ckpt)
+    ours = [t.text for t in opened(model, "torch", beam=beam).translate_chunk(lines)]
+    ct2 = opened(model, "ctranslate2", beam=beam)
+    assert [t.text for t in ct2.translate_chunk(lines)] == ours
+    unsuppressed = ct2.with_search(ct2.search_cfg)
+    unsuppressed.suppress_specials = False
+    unsuppressed = unsuppressed.with_search(ct2.search_cfg)  # its options made again without suppress_sequences
+    unsuppressed.fallback = None  # CTranslate2's own output: no torch search of what holds BOS
+    theirs = [t.text for t in unsuppressed.translate_chunk(lines)]
+    assert sum(a != b for a, b in zip(theirs, ours)) > 0  # the case is there: without the rule, lines differ

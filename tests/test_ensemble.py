@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.core.vocab import BOS, EOS
+from nmt.core.vocab import BOS, EOS, PAD
 from nmt.engines.ensemble import Ensemble
 from nmt.engines.search import SearchConfig, beam_search, greedy_search
 from nmt.engines.torch_engine import TorchEngine
@@ -68,14 +68,16 @@ def test_one_model_alone_prefers_a():
 
 def test_ensemble_averages_log_probabilities():
     # mean log P(a) = (ln 0.6 + ln 0.2) / 2 = ln sqrt(0.12) = ln 0.3464; mean log P(EOS) = ln sqrt(0.32) = ln 0.5657:
-    # the ensemble ends at once, where either model's greedy choice differs or agrees with it by chance.
+    # the ensemble ends at once, where either model's greedy choice differs or agrees with it by chance. The search
+    # renormalises each step's distribution (PAD and BOS out): over Z = sqrt(0.12) + sqrt(0.32).
     ensemble = Ensemble([Fixed(0.6), Fixed(0.2)])
+    z = math.sqrt(0.12) + math.sqrt(0.32)
     [[best]] = greedy_search(ensemble, SRC, SearchConfig(beam=1, lenpen=0.0), 16)
-    assert best.tokens == [] and best.log_prob == pytest.approx(math.log(math.sqrt(0.32)))
+    assert best.tokens == [] and best.log_prob == pytest.approx(math.log(math.sqrt(0.32) / z))
     [hyps] = beam_search(ensemble, SRC, CFG, 16)
     assert [h.tokens for h in hyps] == [[], [A]]
-    # "a" then EOS: ln sqrt(0.12) + (0 + 0) / 2
-    assert [h.log_prob for h in hyps] == pytest.approx([math.log(math.sqrt(0.32)), math.log(math.sqrt(0.12))])
+    # "a" then EOS: ln (sqrt(0.12) / Z) + (0 + 0) / 2
+    assert [h.log_prob for h in hyps] == pytest.approx([math.log(math.sqrt(0.32) / z), math.log(math.sqrt(0.12) / z)])
 
 
 def test_ensemble_of_one_model_is_the_model(tiny_checkpoint, sample_lines):
@@ -88,11 +90,10 @@ def test_ensemble_of_one_model_is_the_model(tiny_checkpoint, sample_lines):
 
 
 def teacher_forced(model, src_ids, tokens):
-    """log P(tokens + EOS | src) per position, (T,), from a full forward pass."""
+    """log P(. | src, prefix) at each position of tokens + EOS, (T, V), from a full forward pass."""
     src, tgt = torch.tensor([src_ids]), torch.tensor([[BOS] + tokens])
     with torch.no_grad():
-        lp = model(src, tgt).log_softmax(-1)[0]
-    return torch.stack([lp[i, t] for i, t in enumerate(tokens + [EOS])])
+        return model(src, tgt).log_softmax(-1)[0]
 
 
 def test_ensemble_score_is_the_mean_of_the_models_scores(tiny_run, sample_lines):
@@ -102,8 +103,10 @@ def test_ensemble_score_is_the_mean_of_the_models_scores(tiny_run, sample_lines)
     for line, t in zip(sample_lines[:6], translator.translate_chunk(sample_lines[:6])):
         src_ids = translator.encode([line], 0)[0]
         hyp = t.hypotheses[0][1]
-        mean = sum(teacher_forced(m, src_ids, hyp.tokens) for m in models) / len(models)
-        assert hyp.log_prob == pytest.approx(mean.sum().item(), abs=1e-3)
+        mean = sum(teacher_forced(m, src_ids, hyp.tokens) for m in models) / len(models)  # (T, V)
+        mean[:, [PAD, BOS]] = float("-inf")  # the search's distribution: PAD and BOS out, the rest renormalised
+        mean = mean - mean.logsumexp(-1, keepdim=True)
+        assert hyp.log_prob == pytest.approx(sum(mean[i, t].item() for i, t in enumerate(hyp.tokens + [EOS])), abs=1e-3)
 
 
 def nmt(*args, input: str = "") -> subprocess.CompletedProcess:

@@ -151,7 +151,8 @@ def assert_hyps(hyps, expected, tol=1e-5):
         (LOSES, [A], log(0.6) + log(0.4)),  # greedy's mistake: a, EOS = 0.24 < b, EOS = 0.36
         (EARLY, [A, A], log(0.5) + log(0.8) + log(0.9)),
         (LENPEN, [A, A], log(0.5) + log(0.9) + log(0.8)),
-        (SPECIAL, [A], log(0.2) + log(0.15)),  # PAD and BOS skipped, log-probs not renormalised
+        # PAD and BOS skipped, the rest renormalised (as CTranslate2's suppress_sequences): a 0.2 of 0.3, EOS 0.15 of 0.2
+        (SPECIAL, [A], log(0.2 / 0.3) + log(0.15 / 0.2)),
     ],
 )
 def test_greedy_hand_computed(sid, tokens, log_prob):
@@ -217,14 +218,14 @@ def test_beam_batch_of_hand_sentences():
     assert [as_tuples(h) for h in out] == [
         as_tuples(run(beam_search, [sid])[0]) for sid in (EARLY, LOSES, SIMPLE, SPECIAL)
     ]
-    assert [h[0].tokens for h in out] == [[A, A], [B_], [A, B_], []]
+    assert [h[0].tokens for h in out] == [[A, A], [B_], [A, B_], [A]]
 
 
 def test_beam_never_produces_pad_or_bos():
-    # t0: a .2, EOS .1 (PAD .4 and BOS .3 are forbidden) -> [] finished (.1), alive a, (dead)
-    # t1: aEOS .03, ab .01 -> [a] finished (.03): K reached
+    # t0: a .2, EOS .1 of .3 (PAD .4 and BOS .3 are forbidden) -> [] finished (1/3), alive a (2/3)
+    # t1: EOS .15, b .05 of .2 -> [a] finished (2/3 * 3/4 = 1/2): K reached; [a] is the better
     [hyps] = run(beam_search, [SPECIAL])
-    assert_hyps(hyps, [([], log(0.1)), ([A], log(0.2) + log(0.15))])
+    assert_hyps(hyps, [([A], log(0.2 / 0.3) + log(0.15 / 0.2)), ([], log(0.1 / 0.3))])
 
 
 @pytest.mark.parametrize("fn, beam", [(greedy_search, 1), (beam_search, 1), (beam_search, 2), (beam_search, 4)])
@@ -379,9 +380,10 @@ def test_restrict_tokens():
     lp = torch.log(torch.tensor([[[0.3, 0.1, 0.2, 0.15, 0.25, 0.0]], [[0.3, 0.1, 0.2, 0.15, 0.25, 0.0]]]))
     out = restrict_tokens(lp.clone(), torch.tensor([False, True]))
     assert out[0, 0, PAD].item() == NEG_INF and out[0, 0, BOS].item() == NEG_INF
-    assert out[0, 0, A].item() == pytest.approx(log(0.25)) and out[0, 0, UNK].item() == pytest.approx(log(0.1))
+    # PAD .3 and BOS .2 out: the rest renormalised over .5 (as CTranslate2's suppress_sequences)
+    assert out[0, 0, A].item() == pytest.approx(log(0.5)) and out[0, 0, UNK].item() == pytest.approx(log(0.2))
     assert torch.isinf(out[1, 0, [0, 1, 2, 4, 5]]).all()
-    assert out[1, 0, EOS].item() == pytest.approx(log(0.15))  # forced, not renormalised
+    assert out[1, 0, EOS].item() == pytest.approx(log(0.3))  # forced, with its renormalised log-probability
 
 
 # -- maximum length --------------------------------------------------------------------------------
@@ -506,10 +508,13 @@ def real_sources():
 
 
 def teacher_forced_log_prob(model, src_row, tokens):
+    """What the model says of `tokens` as the search reads it: PAD and BOS out, the rest renormalised."""
     src = torch.tensor([src_row])
     tgt = torch.tensor([[BOS] + tokens])
     with torch.no_grad():
         lp = model(src, tgt).log_softmax(-1)[0]  # (T, V)
+        lp[:, [PAD, BOS]] = float("-inf")
+        lp = lp - lp.logsumexp(-1, keepdim=True)
     return sum(lp[i, t].item() for i, t in enumerate(tokens + [EOS]))
 
 

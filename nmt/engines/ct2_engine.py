@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 
 from nmt.config import Overrides, SearchConfig
@@ -43,7 +44,7 @@ from nmt.text.tokenizer import load_tokenizer, read_files
 # (len^1e-12 rounds to 1.0) but switches CTranslate2 to waiting, so "no normalisation" searches alike.
 NO_PENALTY = 1e-12
 # Said on stderr the first time a beam search meets what CTranslate2 cannot search as torch does
-FALLBACK_NOTE = ("a beam search reached a sentence's length limit (or CTranslate2 generated PAD/BOS), where "
+FALLBACK_NOTE = ("a beam search reached a sentence's length limit, where "
                  "CTranslate2 stops without EOS and torch ends every beam with it")
 
 
@@ -57,16 +58,18 @@ def ctranslate2_options(cfg: SearchConfig, suppress_specials: bool = False) -> d
       by nmt's length penalty, GNMT's ((5 + len) / 6)^alpha or len^alpha, where len counts EOS
       (return_end_token=True: the "</s>" that CTranslate2 then returns is dropped).
     - min_decoding_length=0: nmt allows an empty output; max_input_length=0: nmt cuts long sources itself.
-    - PAD and BOS: nmt never generates them and leaves the other tokens' log-probabilities as they are;
-      CTranslate2's suppress_sequences would renormalise the rest, shifting every score a little. So they
-      are not suppressed unless `suppress_specials`: a trained model gives them ~0 probability, and a
-      hypothesis holding one is searched again by nmt (CTranslate2Engine's `fallback`).
+    - PAD and BOS: neither engine generates them; both take them out of each step's distribution and renormalise
+      the rest (nmt's `restrict_tokens`, CTranslate2's suppress_sequences, `suppress_specials`), so that the
+      beams are the same: a beam search that may keep a beam ending in BOS among its K (it had one in 3 of 300
+      lines of a demo model, at beam 4) keeps other beams than one that may not, and ends elsewhere. Without
+      `suppress_specials`, a hypothesis holding one is searched again by nmt (CTranslate2Engine's `fallback`).
     - The length limit: nmt's is per sentence (a * |x| + b) and forces EOS there; CTranslate2's is per
       batch and stops without EOS. Greedy search and sampling: each output is cut to its own limit and
-      scored again (score_batch): the same as nmt's. Beam search: a sentence whose search reaches its
+      scored again (forced as a prefix, from CTranslate2's logits with PAD and BOS out: score_batch would
+      leave them in): the same as nmt's. Beam search: a sentence whose search reaches its
       limit can end otherwise, so CTranslate2Engine searches such sentences again with nmt.
     - A vocabulary shortlist: use_vmap (`CTranslate2Engine.use_vmap`) restricts the output to the union of
-      the batch's candidates, as torch does; score_batch cannot, so an output it would score again is searched
+      the batch's candidates, as torch does; scoring again cannot, so an output it would score again is searched
       again by nmt (float32: under other compute types, CTranslate2's output with its whole-vocabulary score).
     - Sampling: sampling_topk, sampling_topp and sampling_temperature mean what --topk, --topp and
       --temperature mean, but CTranslate2 draws other random numbers: other samples than nmt's.
@@ -134,7 +137,7 @@ class CTranslate2Engine(BatchEngine):
 
     def __init__(self, model_dir: Path, search_cfg: SearchConfig | Overrides[SearchConfig] = SearchConfig(),
                  device: str = "cpu", compute_type: str = "default", threads: int = 0, max_tokens: int = 4096,
-                 max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = False,
+                 max_sentences: int = 128, progress: ProgressFn = ignore, suppress_specials: bool = True,
                  fallback: Optional[Callable[[], BatchEngine]] = None, inter_threads: int = 1,
                  shortlist: bool = True):
         ct2 = require_ctranslate2()
@@ -211,7 +214,7 @@ class CTranslate2Engine(BatchEngine):
                     rescore.append((row, len(hyps)))
                 hyps.append(Hypothesis(ids, 0.0, log_prob))
             results.append(hyps)
-        if self.use_vmap and not cfg.sampling:  # score_batch scores over the whole vocabulary, not the shortlist's
+        if self.use_vmap and not cfg.sampling:  # scored again over the whole vocabulary, not the shortlist's
             again.update(row for row, _ in rescore)
         if cfg.sampling and cfg.temperature != 1.0:  # CTranslate2 scores the tempered distribution
             rescore = [(row, j) for row, hyps in enumerate(results) for j in range(len(hyps))]
@@ -223,11 +226,10 @@ class CTranslate2Engine(BatchEngine):
             again = set()  # CTranslate2's output, cut at the limit
         rescore = [(row, j) for row, j in rescore if row not in again]
         if rescore:
-            scored = self.engine.score_batch([sources[row] for row, _ in rescore],
-                                             [[self.vocab[t] for t in results[row][j].tokens] for row, j in rescore],
-                                             max_input_length=0)
-            for (row, j), res in zip(rescore, scored):
-                results[row][j] = Hypothesis(results[row][j].tokens, 0.0, float(sum(res.log_probs)))
+            scored = self.forced_log_probs([sources[row] for row, _ in rescore],
+                                           [results[row][j].tokens for row, j in rescore])
+            for (row, j), log_prob in zip(rescore, scored):
+                results[row][j] = Hypothesis(results[row][j].tokens, 0.0, log_prob)
         ranked = [rank_hypotheses(dedupe(hyps), cfg) for hyps in results]
         if again and self.fallback is not None:
             rows = sorted(again)
@@ -236,6 +238,22 @@ class CTranslate2Engine(BatchEngine):
             for row, hyps in zip(rows, redone):
                 ranked[row] = hyps
         return ranked
+
+    def forced_log_probs(self, sources: list[list[str]], targets: list[list[int]]) -> list[float]:
+        """nmt's log-probability of each target followed by EOS: the target forced as CTranslate2's prefix, and
+        its logits at each step with PAD and BOS taken out (score_batch would leave them in)."""
+        out = self.engine.translate_batch(sources, [[self.vocab[t] for t in ids] for ids in targets], beam_size=1,
+                                          max_decoding_length=max(map(len, targets)) + 1, min_decoding_length=0,
+                                          max_input_length=0, return_logits_vocab=True, return_end_token=True)
+        scores = []
+        for ids, res in zip(targets, out):
+            steps = res.logits[0][:len(ids) + 1]
+            logits = torch.stack([torch.as_tensor(np.asarray(step)) for step in steps]).float()  # (T + 1, V)
+            logits[:, [PAD, BOS]] = float("-inf")
+            log_probs = logits.log_softmax(-1)
+            chosen = log_probs[torch.arange(len(ids)), torch.tensor(ids, dtype=torch.long)].sum()
+            scores.append(float(chosen + log_probs[len(ids), EOS]))
+        return scores
 
     def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
         """From CTranslate2's cross-attention of the last layer, every head averaged, over the hypothesis

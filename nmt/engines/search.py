@@ -168,10 +168,14 @@ def top_totals_by_chunks(scores: Tensor, log_probs: Tensor, n: int, chunk: int) 
 
 
 def restrict_tokens(log_probs: Tensor, at_limit: Tensor, free_eos: bool = False) -> Tensor:
-    """Never emit PAD or BOS; force EOS for sentences at their length limit, with its log-probability (`free_eos`:
-    with 0, as transformers' forced EOS). log_probs (B, K, V)"""
+    """Never emit PAD or BOS: the distribution over the other tokens, renormalised (as CTranslate2's
+    suppress_sequences takes them out before its softmax, so that both engines search with the same numbers); force
+    EOS for sentences at their length limit, with its log-probability (`free_eos`: with 0, as transformers' forced
+    EOS). log_probs (B, K, V)"""
     log_probs[:, :, PAD] = float("-inf")
     log_probs[:, :, BOS] = float("-inf")
+    total = log_probs.logsumexp(-1, keepdim=True)  # -inf where nothing else is possible: left as it is, not NaN
+    log_probs -= torch.where(torch.isfinite(total), total, torch.zeros_like(total))
     if at_limit.any():
         eos_lp = log_probs[at_limit, :, EOS].clone()
         log_probs[at_limit] = float("-inf")
