@@ -15,7 +15,8 @@
 #   THREADS      torch threads per direction (default 1: two directions fill two cores)
 #   AVERAGE      step checkpoints averaged (default 5)
 #   BEAM, LENPEN the teachers' test search and the forward translation's (default 6 and 1.2)
-#   BT_ARGS      the back-translation's search (default: beam 6, lenpen 1.2; chosen on validation)
+#   BT_ARGS      the back-translation's search (default: beam 6, lenpen 1.2, the forward translation's: sampling and
+#                the other choices not yet compared on validation, see docs/results-multi30k.md)
 #   LID          drop captions the language detector gives less than this probability (%) of their language
 #   SYNTH_ARGS   `nmt prepare` options of the real + synthetic data (default: --tag-synthetic)
 #   ENSEMBLE     1: also train a second seed of each teacher and distil from both where they score higher

@@ -202,6 +202,8 @@ def test_misuse_is_a_clear_type_error(translator, call, message):
     (dict(max_tokens=-1), "^max_tokens must be at least 1"),
     (dict(format="xml"), "^format 'xml': give one of text, html$"),
     (dict(format="html", nbest=2, beam=2), "^format html gives one translation of each document"),
+    (dict(split="no"), "^split 'no': should be true or false$"),  # a string is no bool, as "4" is no beam
+    (dict(split=1), "^split 1: should be true or false$"),
 ])
 def test_bad_options_are_config_errors_naming_the_keyword(translator, options, message):
     with pytest.raises(ConfigError, match=message) as e:

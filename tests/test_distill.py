@@ -252,13 +252,15 @@ def test_an_edited_chunk_is_an_error_naming_it(tmp_path):
         run(tmp_path, Scripted())
 
 
-def test_references_of_another_length_are_refused(tmp_path):
-    corpus(tmp_path, ["S1", "S2", "S3"], ["R1", "R2"])
-    with pytest.raises(InputError, match="differ in length"):
-        run(tmp_path, Scripted({"S1": NBEST}), interpolate="bleu")
-    corpus(tmp_path, ["S1", "S2"], ["R1", "R2", "R3"])
-    with pytest.raises(InputError, match="differ in length"):
-        run(tmp_path, Scripted({"S1": NBEST}), interpolate="bleu")
+def test_references_of_another_length_are_refused_before_translating(tmp_path):
+    """A reference one line short is an error before the first chunk is translated (not after all but the last)."""
+    for sources, refs, words in ((["S1", "S2", "S3"], ["R1", "R2"], "has 3 lines but"),
+                                 (["S1", "S2"], ["R1", "R2", "R3"], "has 2 lines but")):
+        corpus(tmp_path, sources, refs)
+        teacher = Scripted({"S1": NBEST})
+        with pytest.raises(InputError, match=words):
+            run(tmp_path, teacher, interpolate="bleu", chunk_lines=1)
+        assert teacher.calls == []
 
 
 # -- real teachers ---------------------------------------------------------------------------------------

@@ -157,3 +157,25 @@ def test_no_sentence_is_lost_on_200_multi_sentence_paragraphs(lang, merged):
     assert len(sent) == sum(len(p) for p in paras) - merged
     lost = sum(t.text != " ".join(" ".join(w.upper() for w in s.split()) for s in p) for t, p in zip(done, paras))
     assert lost == 0
+
+
+@pytest.mark.parametrize("format, texts", [
+    ("text", ["A dog runs. A man sits.", "", "Two women walk.\nA boy jumps."]),
+    ("html", ['<html lang="en"><p>A dog <b>runs</b> fast. A man sits.</p><img alt="A red car."><p>Two women.</p>',
+              "<p></p>", "<ul><li>A <i>boy</i> jumps.</li></ul>"]),
+])
+def test_the_server_s_steps_give_what_documents_give(tiny_checkpoint, format, texts):
+    """The steps the server takes one by one (plan, the sentences, assemble, the alignments of the pieces with
+    inline tags, finish) give each text what Documents.translate_chunk gives, lang on <html> included."""
+    from nmt.documents.texts import align, plan
+    from nmt.engines.torch_engine import TorchEngine
+
+    engine = TorchEngine(tiny_checkpoint, SearchConfig(beam=2))
+    work = plan(texts, "en", True, format, "de")
+    pieces = work.assemble(engine.translate_chunk(work.sentences), 1)
+    aligned = work.aligned(pieces)
+    assert (len(aligned) == 2) == (format == "html")  # the blocks holding <b> and <i>, not the alt text
+    done = work.finish(pieces, {i: align(engine, pieces[i]) for i in aligned})
+    expected = Documents(engine, True, format).translate_chunk(texts)
+    assert [t.text for t in done] == [t.text for t in expected]
+    assert format == "text" or done[0].text.startswith('<html lang="de">')

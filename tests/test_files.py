@@ -210,7 +210,7 @@ def test_a_name_never_stands_for_its_gz(tmp_path):
 
 def outputs_error(outputs, inputs, **kw) -> str:
     from nmt.core.errors import OutputError
-    from nmt.core.files import check_outputs
+    from nmt.core.outputs import check_outputs
 
     with pytest.raises(OutputError) as e:
         check_outputs(outputs, inputs, **kw)
@@ -218,7 +218,7 @@ def outputs_error(outputs, inputs, **kw) -> str:
 
 
 def test_check_outputs_finds_an_input_by_path_link_and_inode(tmp_path):
-    from nmt.core.files import Output, check_outputs
+    from nmt.core.outputs import Output, check_outputs
 
     (tmp_path / "c.txt").write_text("corpus\n")
     (tmp_path / "sub").mkdir()
@@ -234,7 +234,7 @@ def test_check_outputs_finds_an_input_by_path_link_and_inode(tmp_path):
 
 
 def test_check_outputs_folders_and_what_they_own(tmp_path):
-    from nmt.core.files import Output, check_outputs
+    from nmt.core.outputs import Output, check_outputs
 
     run = tmp_path / "run"
     run.mkdir()
@@ -258,7 +258,7 @@ def test_check_outputs_refuses_stdout_and_stderr_redirected_to_an_input(tmp_path
     import sys
 
     (tmp_path / "c.txt").write_text("text\n")
-    code = ("from pathlib import Path; from nmt.core.files import check_outputs; from nmt.core.errors import OutputError\n"
+    code = ("from pathlib import Path; from nmt.core.outputs import check_outputs; from nmt.core.errors import OutputError\n"
             "try: check_outputs([], [('--input', Path('c.txt'))])\n"
             "except OutputError as e: print(e, file=open('message', 'w'))\n")
     with open(tmp_path / "c.txt", "a") as redirect:  # `>> c.txt`: not even emptied, still refused
@@ -273,7 +273,7 @@ def test_check_outputs_refuses_stdin_read_from_an_output(tmp_path):
     import sys
 
     (tmp_path / "x.txt").write_text("text\n")
-    code = ("from pathlib import Path; from nmt.core.files import Output, check_outputs; from nmt.core.errors import OutputError\n"
+    code = ("from pathlib import Path; from nmt.core.outputs import Output, check_outputs; from nmt.core.errors import OutputError\n"
             "check_outputs([Output('--output', Path('x.txt'))], [])\n"
             "try: check_outputs([Output('--output', Path('x.txt'))], [], reads_stdin=True)\n"
             "except OutputError as e: print(e)\n")
@@ -290,7 +290,7 @@ def test_check_outputs_refuses_exactly_the_outputs_that_are_inputs(tmp_path_fact
     """Whatever the spelling (relative parts, symbolic or hard links), an output file is refused exactly
     when it names the same file as an input (or, not there yet, the same path)."""
     from nmt.core.errors import OutputError
-    from nmt.core.files import Output, check_outputs
+    from nmt.core.outputs import Output, check_outputs
 
     root = tmp_path_factory.mktemp("paths")
     (root / "d").mkdir()

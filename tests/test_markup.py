@@ -334,3 +334,36 @@ def test_entities_decode_into_the_text_given():
     translate_html("<p>caf&eacute; &lt;b&gt; &#233;t&#xE9; x&nbsp;y</p>", recorder)
     assert recorder.calls == [["café <b> été x\xa0y"]]
 
+
+
+@pytest.mark.parametrize("html, lang, expected", [
+    ('<html lang="en"><p>Hi</p></html>', "de", '<html lang="de"><p>HI</p></html>'),
+    ("<HTML LANG='en-GB' class=x><p>Hi", "de", '<HTML LANG="de" class=x><p>HI'),
+    ('<html xml:lang="en" lang=en>Hi', "pt-BR", '<html xml:lang="pt-BR" lang="pt-BR">HI'),
+    ("<html><p>Hi</p></html>", "de", "<html><p>HI</p></html>"),  # no lang: none added
+    ('<html lang="en"><p lang="en">Hi</p></html>', "de", '<html lang="de"><p lang="en">HI</p></html>'),  # <html>'s only
+    ('<html lang="en">Hi', None, '<html lang="en">HI'),  # no target given: as written
+    ('<html lang="en">Hi', 'de" onload="x', '<html lang="en">HI'),  # no language code: as written
+    ('<html lang>Hi', "de", "<html lang>HI"),  # (no value: kept)
+])
+def test_lang_on_html_becomes_the_target(html, lang, expected):
+    assert translate_html(html, upper, lang) == expected
+
+
+SUB = "<p>H<sub>2</sub>O is in the river.</p>"
+
+
+@pytest.mark.parametrize("translation, alignment, expected", [
+    # the word H2O went to two words, one as long as it: the tag wraps both, whole (was <sub>Vört de</sub>m)
+    ("Vört dem Fluss.", [(0, 0), (0, 1), (4, 2)], "<p><sub>Vört dem</sub> Fluss.</p>"),
+    ("Vört dem Fluss.", [(0, 1), (4, 2)], "<p>Vört <sub>dem</sub> Fluss.</p>"),  # (was Vört d<sub>e</sub>m)
+    ("Wasser ist im Fluss.", [(0, 0), (1, 1)], "<p><sub>Wasser</sub> ist im Fluss.</p>"),
+    ("Zwei Herren sind im Fluss.", [(0, 0), (0, 1)], "<p><sub>Zwei Herren</sub> sind im Fluss.</p>"),
+    ("Das H2O ist im Fluss.", [(0, 1)], "<p>Das H<sub>2</sub>O ist im Fluss.</p>"),  # copied: the tag keeps its place
+    ("Das H2O ist im Fluss.", [(0, 0), (0, 1)], "<p><sub>Das H2O</sub> ist im Fluss.</p>"),  # (was D<sub>as H2</sub>O)
+    ("Das H2O ist im Fluss.", [], "<p><sub>Das</sub> H2O ist im Fluss.</p>"),  # no alignment: the word's share
+])
+def test_a_tag_inside_a_word_keeps_every_word_whole(translation, alignment, expected):
+    """A tag inside a source word is placed inside the target word only where the translation copies that word
+    (H2O, a name; case aside); otherwise it goes round whole target words."""
+    assert translate_html(SUB, lambda texts: [Aligned(translation, alignment)]) == expected

@@ -628,6 +628,25 @@ def test_libretranslate_refuses_another_direction(server):
     assert r.status_code == 400 and r.json()["error"] == "de is not supported: this server translates en to de"
 
 
+@pytest.mark.parametrize("texts, lines", [
+    (["a\nb\nc\n"], 3),  # a last line break ends the last line: a file of 3 lines, each ending in a newline
+    (["a\nb\nc"], 3), (["a\r\nb\rc\r\n"], 3), (["a\n\n"], 2), (["\n"], 1), ([""], 1),
+    (["a\nb\nc\n\n"], 4), (["a", "b\n", "c"], 3),
+])
+def test_lines_are_counted_as_a_files_lines(texts, lines):
+    """--max-lines N takes a text of N lines whether or not its last line ends with a line break (a 256-line .txt
+    upload was refused by --max-lines 256 as 257 lines)."""
+    from nmt.serve.service import Service
+
+    service = Service(Batcher(lambda lines, search: [], ServeConfig(max_wait_ms=0)), ServeConfig(max_lines=lines),
+                      {}, SearchConfig())
+    assert service.texts(texts) == texts
+    service.cfg = ServeConfig(max_lines=lines - 1) if lines > 1 else service.cfg
+    if lines > 1:
+        with pytest.raises(TooLarge, match=f"^{lines} lines in one request"):
+            service.texts(texts)
+
+
 def test_the_translating_routes_are_marked_where_they_are_declared():
     """A route that translates bears `@translating` (its latency is measured): nmt's /v1/translate and
     LibreTranslate's /translate and /translate_file; the other routes do not."""
@@ -1043,7 +1062,8 @@ def test_the_server_s_library_errors_name_fields_and_its_answers_keep_their_word
                       {}, SearchConfig())
     with pytest.raises(TooLarge) as too_large:
         service.texts(["a", "b", "c"])
-    assert too_large.value.message == "3 lines in one request; at most 2 (--max-lines)"
+    assert too_large.value.message == (
+        "3 lines in one request; at most 2 (--max-lines; an HTML page or a file is bounded by --max-document-chars)")
     with pytest.raises(RequestError) as invalid:
         service.search_for({"beam": 0, "nbest": None})
     assert (invalid.value.status, invalid.value.message) == (422, "beam must be at least 1, got 0")
@@ -1109,6 +1129,17 @@ def test_v1_translate_is_routed_by_source_and_target(three, body, status, answer
         assert answer in r.json()["error"]
 
 
+def test_v1_translate_gives_a_text_in_the_target_language_back_as_it_was(three):
+    url, models = three
+    r = post(url, "/v1/translate", {"text": ["a man .", "b"], "source": "en", "target": "en", "scores": True})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"translations": [{"text": "a man .", "score": 0.0}, {"text": "b", "score": 0.0}],
+                        "model": None, "untranslated": True, "note": None}
+    assert not any(m.calls for m in models.values())  # no engine asked
+    r = post(url, "/v1/translate", {"text": "a", "source": "xx", "target": "xx"})
+    assert r.status_code == 422 and "does not translate xx -> xx" in r.json()["error"]
+
+
 def test_a_text_is_translated_whole_every_sentence_in_one_engine_call(three):
     """Documents cuts each text into lines and sentences: every sentence goes to the engine, in one call, and
     the translation keeps the text's own line breaks and spaces."""
@@ -1145,9 +1176,10 @@ def test_scores_and_html(three):
 @pytest.mark.parametrize("body, status, answer", [
     # routed by source and target
     ({"q": "hello", "source": "de", "target": "en"}, 200, {"translatedText": "HELLO"}),
-    ({"q": "hello", "source": "en", "target": "en"}, 400,
-     {"error": "English (en) is not available as a target language from English (en): this server translates "
-               "en to de, fr to de, de to en"}),
+    # one language: the text as it was (LibreTranslate 1.9's identity translation), said in `untranslated`
+    ({"q": "hello", "source": "en", "target": "en"}, 200, {"translatedText": "hello", "untranslated": True}),
+    ({"q": "hello", "source": "xx", "target": "xx"}, 400, {"error": "xx is not supported: this server translates "
+                                                                    "en to de, fr to de, de to en"}),
     ({"q": "hello", "source": "xx", "target": "de"}, 400, {"error": "xx is not supported: this server translates "
                                                                     "en to de, fr to de, de to en"}),
     ({"q": "hello", "source": "auto", "target": "xx"}, 400, {"error": "xx is not supported: this server translates "
@@ -1160,12 +1192,22 @@ def test_scores_and_html(three):
     # no evidence: the first candidate at confidence 0, as LibreTranslate falls back to English
     ({"q": "1234 ...", "source": "auto", "target": "de"}, 200,
      {"translatedText": "1234 ...", "detectedLanguage": {"confidence": 0.0, "language": "en"}}),
-    # a list: each text its own language (a short one takes the whole list's)
+    # a list: one language for all, detected in all its texts together, as LibreTranslate 1.9 does ...
     ({"q": ["hello there, this is a rather long English text .", "bonjour, ceci est un assez long texte [fr] ."],
       "source": "auto", "target": "de"}, 200,
      {"translatedText": ["HELLO THERE, THIS IS A RATHER LONG ENGLISH TEXT .",
                          "BONJOUR, CECI EST UN ASSEZ LONG TEXTE [FR] ."],
+      "detectedLanguage": [{"confidence": 90.0, "language": "fr"}] * 2}),
+    # ... or with detectEach (nmt's extension), each text its own
+    ({"q": ["hello there, this is a rather long English text .", "bonjour, ceci est un assez long texte [fr] ."],
+      "source": "auto", "target": "de", "detectEach": True}, 200,
+     {"translatedText": ["HELLO THERE, THIS IS A RATHER LONG ENGLISH TEXT .",
+                         "BONJOUR, CECI EST UN ASSEZ LONG TEXTE [FR] ."],
       "detectedLanguage": [{"confidence": 50.0, "language": "en"}, {"confidence": 90.0, "language": "fr"}]}),
+    # a text in the target language already (detected among the sources and the target): back as it was
+    ({"q": ["ein Hund [de]", "a dog"], "source": "auto", "target": "de", "detectEach": True}, 200,
+     {"translatedText": ["ein Hund [de]", "A DOG"], "untranslated": [True, False],
+      "detectedLanguage": [{"confidence": 90.0, "language": "de"}, {"confidence": 50.0, "language": "en"}]}),
 ])
 def test_libretranslate_routes_and_detects_among_the_directions(three, body, status, answer):
     url, models = three
@@ -1211,11 +1253,11 @@ def test_two_directions_in_one_server_with_libretranslate_s_client(tiny_checkpoi
     """`nmt serve -m ende.pt -m deen.pt`: each request goes to its direction's model; the real detector tells
     German from English; libretranslatepy works against it."""
     libretranslatepy = pytest.importorskip("libretranslatepy")
-    srv = Server(tiny_checkpoint, "-m", str(reversed_checkpoint))
+    srv = Server(tiny_checkpoint, "-m", str(reversed_checkpoint), "--name", "tiny en-de", "--name", "deen.pt")
     try:
         health = requests.get(srv.url + "/health", timeout=10).json()
         assert [(m["src"], m["tgt"], m["name"]) for m in health["models"]] == [
-            ("en", "de", tiny_checkpoint.name), ("de", "en", "deen.pt")]
+            ("en", "de", "tiny en-de"), ("de", "en", "deen.pt")]
         r = srv.post("/v1/translate", {"text": sources[:3], "source": "en", "target": "de"})
         assert r.json()["translations"] == offline[:3]
         assert srv.post("/v1/translate", {"text": "a"}).status_code == 422

@@ -120,7 +120,7 @@ def multi_server(ckpts):
 # -- one multilingual checkpoint -------------------------------------------------------------------------
 
 
-def test_every_direction_answers_as_translate_from_one_loaded_model(multi_server, sources, offline):
+def test_every_direction_answers_as_translate_from_one_loaded_model(multi_server, ckpts, sources, offline):
     url, engines, opened = multi_server
     assert len(opened) == 1 and len(engines) == 2 and engines[0].model is engines[1].model  # loaded once
     assert [e.languages for e in engines] == [("en", "de"), ("en", "fr")]
@@ -129,8 +129,8 @@ def test_every_direction_answers_as_translate_from_one_loaded_model(multi_server
         r = post(url, "/v1/translate", {"text": sources, "source": "en", "target": target})
         assert r.status_code == 200, r.text
         assert r.json()["translations"] == offline["multi", target]
-        assert (r.json()["model"]["src"], r.json()["model"]["tgt"], r.json()["model"]["name"]) == ("en", target,
-                                                                                                   "multi.pt")
+        assert (r.json()["model"]["src"], r.json()["model"]["tgt"], r.json()["model"]["name"]) == (
+            "en", target, f"{ckpts['multi'].parent.name}/multi.pt")
         r = post(url, "/translate", {"q": sources, "source": "en", "target": target})
         assert r.json() == {"translatedText": offline["multi", target]}
         r = post(url, "/translate", {"q": sources[0], "source": "auto", "target": target})
@@ -229,9 +229,11 @@ def test_which_checkpoint_serves_a_direction_offered_twice(ckpts):
 
 def test_an_ensemble_of_multilingual_checkpoints(ckpts, sources):
     engines, infos = open_directions([ckpts["multi"], ckpts["twin"]], lambda group: open_engine(group, None, TORCH),
-                                     data_of)
-    assert [(i.src, i.tgt, i.name) for i in infos] == [("en", "de", "multi.pt + twin.pt"),
-                                                       ("en", "fr", "multi.pt + twin.pt")]
+                                     data_of, names=["multi", "twin"])
+    assert [(i.src, i.tgt, i.name) for i in infos] == [("en", "de", "multi + twin"), ("en", "fr", "multi + twin")]
+    with pytest.raises(ConfigError, match=r"^`name`: 1 name\(s\) for 2 checkpoint\(s\) \(`model`\); give one per"):
+        open_directions([ckpts["multi"], ckpts["twin"]], lambda group: open_engine(group, None, TORCH), data_of,
+                        names=["multi"])
     assert engines[0].model is engines[1].model and len(engines[0].model.models) == 2
     de, fr = ([t.text for t in e.translate_chunk(sources[:2])] for e in engines)
     assert de != fr
@@ -244,9 +246,10 @@ def test_a_multilingual_and_bilingual_checkpoints_in_one_server(ckpts, sources, 
     srv = Server(ckpts["multi"], "-m", str(ckpts["enfr"]), "-m", str(ckpts["many"]))
     try:
         models = requests.get(srv.url + "/health", timeout=10).json()["models"]
+        # named by their folder and file where no --name is given (two runs' averaged.pt stay apart)
+        multi, enfr, many = (f"{ckpts[k].parent.name}/{k}.pt" for k in ("multi", "enfr", "many"))
         assert [(m["src"], m["tgt"], m["name"]) for m in models] == [
-            ("en", "de", "multi.pt"), ("en", "fr", "enfr.pt"), ("de", "en", "many.pt"), ("fr", "en", "many.pt"),
-            ("cs", "en", "many.pt")]
+            ("en", "de", multi), ("en", "fr", enfr), ("de", "en", many), ("fr", "en", many), ("cs", "en", many)]
         for target, model in (("de", "multi"), ("fr", "enfr")):
             r = srv.post("/v1/translate", {"text": sources, "source": "en", "target": target})
             assert r.json()["translations"] == offline[model, target], r.text

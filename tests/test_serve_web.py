@@ -5,10 +5,13 @@ a thread) over a fake engine, talked to over HTTP with requests."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -50,14 +53,17 @@ PAGE_ORIGIN = "http://127.0.0.1:9"  # a page's origin in the requests below (nev
 
 
 class Upper:
-    """The worker's function: each text upper-cased; records each job's format."""
+    """The worker's function: each sentence upper-cased (no alignment: tags placed by the words' shares); records
+    the sentences of each job."""
 
     def __init__(self):
-        self.formats: list[str] = []
+        self.seen: list[list[str]] = []
 
-    def __call__(self, texts: list[str], job) -> list[Translation]:
-        self.formats.append(job.format)
-        return [Translation(t.upper(), [(t.upper(), Hypothesis([], 0.0, 0.0))], t) for t in texts]
+    def __call__(self, items: list, job) -> list:
+        if job.kind == "alignments":
+            return [[] for _ in items]
+        self.seen.append(list(items))
+        return [Translation(t.upper(), [(t.upper(), Hypothesis([], 0.0, 0.0))], t) for t in items]
 
 
 class FirstCandidate:
@@ -99,7 +105,8 @@ def in_process(cfg: ServeConfig, translate=None, **kwargs):
 @pytest.fixture(scope="module")
 def served():
     """A server with the default CORS (every origin)."""
-    with in_process(ServeConfig(max_lines=20, max_chars=200)) as (url, records):
+    with in_process(ServeConfig(max_lines=20, max_chars=200, max_document_chars=100, max_sentences=20)) as (url,
+                                                                                                     records):
         yield url, records
 
 
@@ -280,7 +287,7 @@ def upload(url: str, name: bytes, data: bytes, **fields: str) -> requests.Respon
 @pytest.mark.parametrize("name, data, media_type, expected", [
     (b"notes.txt", b"hello world.\n\nsecond line\r\nthird\n", "text/plain; charset=utf-8",
      "HELLO WORLD.\n\nSECOND LINE\r\nTHIRD\n"),
-    (b"page.html", b"<p>hello <b>world</b></p>", "text/html; charset=utf-8", "<P>HELLO <B>WORLD</B></P>"),
+    (b"page.html", b"<p>hello <b>world</b></p>", "text/html; charset=utf-8", "<p>HELLO <b>WORLD</b></p>"),
     (b"bom.txt", b"\xef\xbb\xbfhello", "text/plain; charset=utf-8", "HELLO"),
     ("Überblick.TXT".encode(), "grüße".encode(), "text/plain; charset=utf-8", "GRÜSSE"),
 ])
@@ -305,7 +312,7 @@ def test_a_file_is_translated_in_its_format_from_the_detected_language():
         assert r.status_code == 200, r.text
         r = upload(url, b"a.txt", b"<p>hallo</p>")
         assert r.status_code == 200, r.text
-    assert upper.formats[-2:] == ["html", "text"]
+    assert upper.seen[-2:] == [["hallo"], ["<p>hallo</p>"]]  # a page's text; a .txt file's line as it is
 
 
 @pytest.mark.parametrize("fields, file, status, words", [
@@ -325,7 +332,12 @@ def test_a_file_is_translated_in_its_format_from_the_detected_language():
     ({"source": "en", "target": "de"}, (b"x" * 300 + b".txt", b"hi"), 400, "more than 255 bytes"),
     ({"source": "en", "target": "fr"}, (b"a.txt", b"hi"), 400, "fr is not supported"),
     ({"source": "xx", "target": "de"}, (b"a.txt", b"hi"), 400, "xx is not supported"),
-    ({"source": "en", "target": "de"}, (b"a.txt", b"line\n" * 21), 413, "--max-lines"),
+    # a file is bounded as a document, whatever its lines: the text to translate, and the sentences
+    ({"source": "en", "target": "de"}, (b"a.txt", b"line\n" * 25), 413, "125 characters of text to translate in "
+     "one request; at most 100 (--max-document-chars)"),
+    ({"source": "en", "target": "de"}, (b"a.html", b"<p>A</p>" * 101), 413, "101 characters of text"),
+    ({"source": "en", "target": "de"}, (b"a.txt", b"Go! " * 21), 413, "21 sentences in one request once its "
+     "text is cut into sentences; at most 20 (--max-sentences)"),
 ])
 def test_hostile_uploads_are_4xx_json(served, fields, file, status, words):
     url, _ = served
@@ -357,25 +369,64 @@ def test_an_unknown_download_is_a_404_json(served, path):
     assert r.status_code == 404 and "error" in r.json()
 
 
-def test_the_store_keeps_the_newest_files_within_its_bounds():
+def test_a_full_store_refuses_rather_than_drop_a_file_before_its_time():
+    """Every link given works for the file's whole lifetime: a full store (files or bytes) refuses new ones with 503
+    and Retry-After, the seconds until its oldest file goes; a file being translated holds its place."""
+    from nmt.serve.http_errors import Overloaded
     from nmt.serve.libre import FileStore
 
     now = [0.0]
     store = FileStore(count=2, size=10, ttl=60, clock=lambda: now[0])
-    a = store.put("a.txt", b"aaaa", "text/plain")
-    b = store.put("b.txt", b"bbbb", "text/plain")
+    with store.slot():
+        a = store.put("a.txt", b"aaaa", "text/plain")
+    with store.slot():
+        now[0] = 15.0
+        with pytest.raises(Overloaded) as full, store.slot():  # one kept, one being translated: no third place
+            pass
+        assert "holds 2 files (at most 2: --max-files)" in full.value.message
+        assert full.value.headers == {"Retry-After": "45"}  # a goes at 60
+        b = store.put("b.txt", b"bbbb", "text/plain")
     assert store.get(a).data == b"aaaa" and store.get(b).name == "b.txt"
-    c = store.put("c.txt", b"cc", "text/plain")  # a third file: the oldest goes
-    assert store.get(a) is None and store.get(b) is not None and store.get(c) is not None
-    d = store.put("d.txt", b"d" * 9, "text/plain")  # 9 bytes: b and c go to make room
-    assert [store.get(k) is not None for k in (b, c, d)] == [False, False, True] and store.bytes == 9
-    now[0] = 59.9
-    assert store.get(d) is not None
-    now[0] = 60.0  # its lifetime is over
-    assert store.get(d) is None and store.bytes == 0 and not store.files
-    with pytest.raises(TooLarge, match="at most 10 are kept"):
+    with pytest.raises(Overloaded), store.slot():
+        pass
+    now[0] = 60.0  # a's lifetime is over: its place is free
+    with store.slot():
+        with pytest.raises(Overloaded, match="no room for 7 more .at most 10: --max-files-bytes") as no_room:
+            store.put("c.txt", b"c" * 7, "text/plain")  # 4 bytes of b kept: 3 left
+        assert no_room.value.headers == {"Retry-After": "15"}  # b goes at 75
+        c = store.put("c.txt", b"cc", "text/plain")
+    assert [store.get(k) is not None for k in (a, b, c)] == [False, True, True] and store.bytes == 6
+    now[0] = 200.0
+    assert store.get(c) is None and store.bytes == 0 and not store.files and store.pending == 0
+    with pytest.raises(TooLarge, match="at most 10 are kept"), store.slot():
         store.put("e.txt", b"e" * 11, "text/plain")
-    assert len({store.put("same.txt", b"x", "text/plain") for _ in range(2)}) == 2  # never the same name twice
+    with store.slot():
+        one = store.put("same.txt", b"x", "text/plain")
+    with store.slot():
+        assert store.put("same.txt", b"x", "text/plain") != one  # never the same name twice
+
+
+def test_uploads_to_a_full_store_get_503_and_every_link_works(tiny_checkpoint, tmp_path):
+    """More uploads than --max-files, from concurrent clients: each gets a link that downloads its own file, or 503
+    with Retry-After; none gets a link to a file already dropped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = Server(tiny_checkpoint, tmp_path / "access.log", "--max-files", "3")
+    try:
+        def one(i: int) -> requests.Response:
+            return upload(server.url, f"f{i}.txt".encode(), f"A man number {i} walks.\n".encode())
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(one, range(8)))
+        assert sorted({r.status_code for r in answers}) == [200, 503]
+        assert sum(r.status_code == 200 for r in answers) == 3
+        for r in answers:
+            if r.status_code == 503:
+                assert int(r.headers["Retry-After"]) >= 1 and "--max-files" in r.json()["error"]
+            else:
+                assert requests.get(r.json()["translatedFileUrl"], timeout=30).status_code == 200
+    finally:
+        server.stop()
 
 
 def test_a_real_model_translates_a_file_as_translate_does(tiny_checkpoint, tmp_path):
@@ -394,3 +445,172 @@ def test_a_real_model_translates_a_file_as_translate_does(tiny_checkpoint, tmp_p
         assert translated == server.translate(page, format="html") and translated.startswith("<p>")
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("code, status", [(28, 507), (122, 507), (5, 503)])  # ENOSPC, EDQUOT, EIO
+@pytest.mark.parametrize("route", ["/translate_file", "/translate"])
+def test_a_full_disk_while_an_upload_is_spooled_is_one_line_never_500(served, monkeypatch, route, code, status):
+    """Every route that spools a multipart body to the temporary folder: a disk that cannot take it is 507 (full) or
+    503, one JSON line, not 'internal error: OSError'."""
+    import errno
+    import os
+
+    from starlette.datastructures import UploadFile
+
+    async def cannot(self, data):
+        raise OSError(code, os.strerror(code))
+
+    assert (errno.ENOSPC, errno.EDQUOT) == (28, 122)
+    monkeypatch.setattr(UploadFile, "write", cannot)
+    url, _ = served
+    body, headers = multipart({"source": "en", "target": "de", "q": "hello"}, (b"a.txt", b"hello world.\n"))
+    r = requests.post(url + route, data=body, headers=headers, timeout=30)
+    assert r.status_code == status, r.text
+    message = r.json()["error"]
+    assert "\n" not in message and "internal error" not in message and "retry later" in message
+    if status == 507:
+        assert "temporary folder is full" in message
+
+
+class Timed(Upper):
+    """Upper, each call taking `seconds`; records the time each call began."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds, self.began, self.lock = seconds, [], threading.Lock()
+
+    def __call__(self, items: list, job) -> list:
+        with self.lock:
+            self.began.append((time.monotonic(), job.kind, list(items)))
+        time.sleep(self.seconds)
+        return super().__call__(items, job)
+
+
+PAGE = "".join(f"<p>Go <b>home</b> now {i}. Stay here {i}.</p>\n" for i in range(1000))  # 2,000 sentences
+
+
+@pytest.mark.parametrize("route", ["/translate", "/translate_file"])
+def test_a_page_takes_turns_in_slices_and_dies_with_its_client(route):
+    """A 2,000-sentence page (every block with an inline tag) whose client leaves once it is being translated: it
+    goes in slices of sentences (16 at most per engine call), a one-line request sent meanwhile is answered at the
+    next engine call but one, and once the client has gone no more than the slice in progress is translated."""
+    model = Timed(0.02)
+    if route == "/translate":
+        body = json.dumps({"q": PAGE, "source": "en", "target": "de", "format": "html"}).encode()
+        headers = {"Content-Type": "application/json"}
+    else:
+        body, headers = multipart({"source": "en", "target": "de"}, (b"page.html", PAGE.encode()))
+    with in_process(ServeConfig(max_wait_ms=0), translate=model) as (url, records):
+        host, port = url.removeprefix("http://").split(":")
+        head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, "Content-Length": len(body)}.items())
+        client = socket.create_connection((host, int(port)))
+        client.sendall(f"POST {route} HTTP/1.1\r\nHost: {host}\r\n{head}\r\n".encode() + body)
+        test_serve.wait_for(lambda: len(model.began) >= 5, "the page being translated", 120)
+        r = requests.post(url + "/translate", json={"q": "hello.", "source": "en", "target": "de"}, timeout=60)
+        assert r.status_code == 200 and r.json()["translatedText"] == "HELLO.", r.text
+        def answered() -> list:
+            return [record for record in records if record.path == "/translate" and record.status == 200]
+        test_serve.wait_for(answered, "its record (written once the answer is sent)")
+        arrived = answered()[0].clock
+        mine = next(i for i, (_, _, items) in enumerate(model.began) if items == ["hello."])
+        waited = [began for began, _, _ in model.began[:mine] if began > arrived]
+        # the slice in progress, and any begun while the request was read and queued (a loaded machine): a few
+        # slices of the page, not the rest of it (about 180 calls)
+        assert len(waited) <= 5, len(waited)
+        client.close()  # the page's client leaves
+        test_serve.wait_for(lambda: time.monotonic() - model.began[-1][0] > 0.5, "the engine idle", 60)
+    page_sentences = [s for _, kind, items in model.began if kind == "sentences" for s in items if s != "hello."]
+    assert max(len(items) for _, _, items in model.began) <= 16
+    assert page_sentences[:2] == ["Go home now 0.", "Stay here 0."]
+    # the rest of it dropped: its 2,000 sentences take 125 calls (2.5 s), then 63 calls of alignments
+    assert 16 < len(page_sentences) < 2000 and all(kind == "sentences" for _, kind, _ in model.began)
+
+
+def web_page(size: int) -> str:
+    """A page of about `size` bytes as sites write them: a script and a style in its head, a menu of links, then
+    paragraphs with links and emphasis, one per line."""
+    script = "<script>\n" + "".join(f"var item{i} = document.getElementById('x{i}');\n" for i in range(600)) + \
+        "</script>\n"
+    style = "<style>\n" + "".join(f".c{i} {{ margin: {i}px; color: #{i:06x}; }}\n" for i in range(300)) + "</style>\n"
+    menu = "<ul>" + "".join(f'<li><a href="/section/{i}">Section {i}</a></li>\n' for i in range(100)) + "</ul>\n"
+    head = f'<!DOCTYPE html>\n<html lang="en">\n<head><title>A page</title>{script}{style}</head>\n<body>{menu}'
+    paragraphs, i = [], 0
+    while len(head) + sum(map(len, paragraphs)) < size:
+        paragraphs.append(f'<p>A man in a <a href="/p/{i}">blue shirt</a> is standing on a ladder number {i}. '
+                          f"Two dogs are <em>playing</em> in the snow near the old red house. A woman with a "
+                          f"camera takes pictures of the children.</p>\n")
+        i += 1
+    return head + "".join(paragraphs) + "</body>\n</html>\n"
+
+
+@pytest.mark.parametrize("route", ["/translate", "/translate_file"])
+def test_a_200_kb_page_goes_through_the_default_limits(route):
+    """A 200 KB page (1,765 lines, a 28 KB script, 2,366 sentences, 128,000 characters of text) is within the
+    default limits (--max-sentences 4096, --max-document-chars 500,000); the per-line
+    limits of plain text (256 lines) would have refused it."""
+    page = web_page(200_000)
+    assert len(page.encode()) >= 200_000 and page.count("\n") > ServeConfig().max_lines
+    with in_process(ServeConfig()) as (url, _):
+        if route == "/translate":
+            r = requests.post(url + route, json={"q": page, "source": "en", "target": "de", "format": "html"},
+                              timeout=120)
+            assert r.status_code == 200, r.text
+            out = r.json()["translatedText"]
+        else:
+            r = upload(url, b"page.html", page.encode())
+            assert r.status_code == 200, r.text
+            out = requests.get(r.json()["translatedFileUrl"], timeout=30).text
+        r = requests.post(url + "/translate", json={"q": page, "source": "en", "target": "de"}, timeout=30)
+        assert r.status_code == 413 and "--max-lines" in r.json()["error"]  # as plain text: refused by its lines
+    assert "var item599 = document.getElementById('x599');" in out  # the script as it was
+    assert 'TWO DOGS ARE <em>PLAYING</em> IN THE SNOW' in out and '<a href="/section/99">SECTION 99</a>' in out
+
+
+def test_a_refused_origin_is_said_once_in_the_log():
+    """--cors-origins http://127.0.0.1:8765 and a page of http://localhost:8765: the answers carry no CORS header,
+    and the log says once (for its requests and preflights alike) which origin was refused and why."""
+    notes: list[str] = []
+    with in_process(ServeConfig(cors_origins=["http://127.0.0.1:8765"]), on_note=notes.append) as (url, _):
+        for _ in range(2):
+            r = requests.post(url + "/translate", json={"q": "hi", "source": "en", "target": "de"},
+                              headers={"Origin": "http://localhost:8765"}, timeout=30)
+            assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+        r = requests.options(url + "/translate", headers={"Origin": "http://localhost:8765",
+                                                          "Access-Control-Request-Method": "POST"}, timeout=30)
+        assert r.status_code == 400
+        r = requests.post(url + "/translate", json={"q": "hi", "source": "en", "target": "de"},
+                          headers={"Origin": "http://127.0.0.1:8765"}, timeout=30)
+        assert r.headers["access-control-allow-origin"] == "http://127.0.0.1:8765"
+    assert len(notes) == 1 and notes[0].startswith("CORS: refused the origin http://localhost:8765: not one of "
+                                                   "--cors-origins http://127.0.0.1:8765"), notes
+
+
+class Repeating:
+    """The worker's function: each sentence's n-best reads X, X, Y, X, Z, X, X, ... (token sequences that
+    read the same, as BPE gives): three distinct texts in the first five, no more after."""
+
+    def __call__(self, items: list, job) -> list:
+        texts = ["X", "X", "Y", "X", "Z"] + ["X"] * 100
+        return [Translation("X", [(text, Hypothesis([i], -float(i), -float(i))) for i, text in
+                                  enumerate(texts[:job.search.nbest])], s) for s in items]
+
+
+@pytest.mark.parametrize("path, body, want, note", [
+    ("/v1/translate", {"text": "a", "nbest": 3}, ["X", "Y", "Z"], None),
+    ("/v1/translate", {"text": "a", "nbest": 2}, ["X", "Y"], None),
+    ("/v1/translate", {"text": ["a"], "nbest": 5}, ["X", "Y", "Z"], "1 of 1 text(s) have fewer than 5 distinct "
+     "translations (text(s) 0): a search 10 wide found no more"),
+    ("/translate", {"q": "a", "source": "en", "target": "de", "alternatives": 2}, ["X", "Y", "Z"], None),
+    ("/translate", {"q": "a", "source": "en", "target": "de", "alternatives": 4}, ["X", "Y", "Z"], "1 of 1 text(s)"),
+])
+def test_n_best_and_alternatives_are_distinct(path, body, want, note):
+    """N-best and alternatives are N distinct texts, from a search twice as wide; where fewer exist, the answer
+    says so (`note`)."""
+    with in_process(ServeConfig(), translate=Repeating()) as (url, _):
+        r = requests.post(url + path, json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    got = [h["text"] for h in out["translations"][0]] if path == "/v1/translate" else \
+        [out["translatedText"], *out["alternatives"]]
+    assert got == want
+    assert out.get("note") is None if note is None else out["note"].startswith(note), out

@@ -50,14 +50,23 @@ class Store:
     (1, 1, [6], {4: [8], 5: [7]}),
     (2, 0, [], {4: [6, 8], 5: [6, 7]}),  # c(4, 6) = 3: p 1; c(5, 6) = c(5, 7) = 2: the smaller id first
     (3, 2, [6, 9], {4: [8, 7], 5: [7, 8]}),  # frequent targets take no place in a row
+    (2**31 - 1, 1, [6], {4: [8, 7, 9], 5: [7, 9, 8]}),  # as wide as the longest row: 3, not 2**31 - 1
 ])
 def test_the_learnt_table(top, frequent, always, rows):
     table, found = learn_shortlist(Store(PAIRS), top, frequent)  # type: ignore[arg-type]
     assert found.tolist() == [*SPECIALS, *always]
-    expected = np.full((10, top), NONE)
+    expected = np.full((10, min(top, max(map(len, rows.values())))), NONE)
     for source, targets in rows.items():
         expected[source, : len(targets)] = targets
     assert table.tolist() == expected.tolist()
+
+
+def test_a_table_too_large_is_one_error_naming_top(monkeypatch):
+    import nmt.distillation.cooccurrence as cooccurrence
+
+    monkeypatch.setattr(cooccurrence, "MAX_TABLE_BYTES", 100)  # 10 ids x 3 targets x 4 bytes = 120
+    with pytest.raises(ConfigError, match=r"`top` 1000: a table of 10 source ids x 3 targets would take"):
+        learn_shortlist(Store(PAIRS), 1000, 1)  # type: ignore[arg-type]
 
 
 def shortlist_of(vocab: int = 10) -> Shortlist:

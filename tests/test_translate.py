@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -14,7 +15,7 @@ from nmt.documents.streams import read_chunks, translate_file
 from nmt.engines.base import Translation
 from nmt.engines.search import SearchConfig
 from nmt.engines.torch_engine import TorchEngine
-from nmt.workflows.translation import format_nbest
+from nmt.workflows.translation import format_nbest, translated_text
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +163,40 @@ def test_nbest_gives_n_lines_for_empty_input(tiny_checkpoint):
     translator = TorchEngine(tiny_checkpoint, SearchConfig(beam=2, nbest=n))
     out = [format_nbest(i, t) for i, t in enumerate(translator.translate([["A dog runs.", ""]]))]
     assert [len(rows) for rows in out] == [n, n]
+
+
+# -- JSON lines ------------------------------------------------------------------------------------
+
+TABBED = "A man walks.\tTwo dogs play.\n\nA dog runs.\n"  # a tab between two sentences comes back between them
+
+
+@pytest.mark.parametrize("nbest, alignments", [(1, False), (1, True), (2, False), (2, True)])
+def test_json_lines_cannot_be_misread(tiny_checkpoint, tmp_path, nbest, alignments):
+    """--json: one JSON object per input line whatever the text holds (its tab kept), the text and score of
+    --scores, the n-best of --nbest and the alignments of --alignments, each in its own field."""
+    engine = TorchEngine(tiny_checkpoint, SearchConfig(beam=2, nbest=nbest))
+
+    (tmp_path / "in.txt").write_text(TABBED)
+
+    def run(**options) -> list[str]:
+        with open(tmp_path / "in.txt", "rb") as stream:
+            return "".join(translated_text(engine, stream, lambda event: None, alignments, **options)).splitlines()
+
+    rows = [json.loads(line) for line in run(json_lines=True)]
+    assert len(rows) == 3 and "\t" in rows[0]["text"] and rows[1]["text"] == ""
+    if nbest == 1:
+        plain = run(scores=True) if not alignments else None
+        if plain is not None:  # TEXT<TAB>SCORE: read right to left, the only way it can be
+            assert [(r["text"], r["score"]) for r in rows] == [(line.rsplit("\t", 1)[0], float(line.rsplit("\t", 1)[1]))
+                                                               for line in plain]
+        assert ("alignment" in rows[0]) == alignments and "nbest" not in rows[0]
+    else:
+        listed = [line.split("\t", 4) for line in run()]
+        if not alignments:
+            assert [h["text"] for r in rows for h in r["nbest"]] == [f[4] for f in listed]
+            assert [h["score"] for r in rows for h in r["nbest"]] == [float(f[2]) for f in listed]
+        assert all(len(r["nbest"]) == nbest for r in rows[::2]) and rows[0]["nbest"][0]["text"] == rows[0]["text"]
+        assert all(("alignment" in h) == alignments for h in rows[0]["nbest"])
 
 
 # -- read_chunks -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The path rule at the command line: before a command runs, its outputs are checked against its inputs
-(nmt.core.files.check_outputs) and a closed stdout where it prints results is an error. Which parameter
+(nmt.core.outputs.check_outputs) and a closed stdout where it prints results is an error. Which parameter
 is an output, and what each command reads besides, is data: nmt.cli.paths.COMMAND_PATHS.
 """
 
@@ -15,7 +15,7 @@ from typer.core import TyperCommand
 from nmt.cli.stdio import require_stdout
 
 if TYPE_CHECKING:  # the commands import the library where they run (a fast --help)
-    from nmt.core.files import Output
+    from nmt.core.outputs import Output
 
 
 def parameter_label(param: Any) -> str:
@@ -46,7 +46,7 @@ def command_paths(name: str, command: Any, params: Mapping[str, Any]) -> tuple[l
     COMMAND_PATHS) called with `params`."""
     # imported here, as in PathGuard.invoke: `nmt --help` needs neither
     from nmt.cli.paths import COMMAND_PATHS
-    from nmt.core.files import Output
+    from nmt.core.outputs import Output
 
     roles = COMMAND_PATHS[name]
     outputs, inputs = [], []
@@ -78,7 +78,7 @@ class PathGuard(TyperCommand):
     def invoke(self, ctx: Any) -> Any:
         # the rules (and nmt.core.files) are read when a command runs: `nmt --help` needs none of them
         from nmt.cli.paths import COMMAND_PATHS
-        from nmt.core.files import check_outputs
+        from nmt.core.outputs import check_outputs
 
         name = command_name(ctx)
         roles = COMMAND_PATHS[name]

@@ -2,7 +2,7 @@
 
 Every other path a command takes (each Path option or argument, and the files that its string options
 name) is an input; the command line (nmt.cli.guard) checks them against each other
-(nmt.core.files.check_outputs) before the command does any work. The library modules these rules ask
+(nmt.core.outputs.check_outputs) before the command does any work. The library modules these rules ask
 (checkpoint names, the trainer's files) are imported inside them: the command line reads this table
 before any command runs, and `nmt --help` must not wait for torch.
 """

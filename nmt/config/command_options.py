@@ -143,6 +143,8 @@ class TranslateOptions(CommandOptions):
     scores: bool = option(False, "Also print each translation's score after a tab: the mean log-probability of "
                           "its tokens, from minus infinity to 0 (0: sure; exp(score) is their geometric-mean "
                           "probability), so that doubtful translations can be flagged.")
+    json: bool = option(False, "Write one JSON object per input line instead (JSON lines): its text and score, "
+                        "its n-best list, its alignment; nothing in the text (a tab, ' ||| ') can be misread.")
     src_lang: Optional[str] = source_language()
     tgt_lang: Optional[str] = target_language()
 
@@ -230,6 +232,9 @@ class ListenOptions(CommandOptions):
     """`nmt serve`'s model and address (its batching and limits are ServeConfig's)."""
 
     model: list[Path] = model_paths()
+    name: Optional[list[str]] = option(None, "A name for each -m checkpoint, in order: what /health, the answers' "
+                                       "model and the log call it (default: its folder and file, such as "
+                                       "en-de/averaged.pt).")
     host: str = option("127.0.0.1", "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
                        "interface, e.g. behind a reverse proxy).")
     port: int = option(8080, "TCP port.", low=0, high=65535)

@@ -265,12 +265,23 @@ class ServeConfig:
         "50 with torch).", low=0.0, high=60_000.0)
     quiet_ms: float = option(0.0, "A batch goes once no request has come for this long (0: a request that finds "
                              "the engine idle goes at once).", low=0.0, high=60_000.0)
-    max_queue: int = option(4096, "Lines waiting at most; then 503 + Retry-After (413 for a request that can "
+    max_queue: int = option(8192, "Sentences waiting at most; then 503 + Retry-After (413 for a request that can "
                             "never fit).", low=1, high=INT_MAX)
-    max_lines: int = option(256, "Lines per request at most (413 beyond).", low=1, high=INT_MAX)
-    max_chars: int = option(5000, "Characters per line at most (413 beyond).", low=1, high=INT_MAX)
-    timeout: float = option(60.0, "Seconds a request may take to send its body (408 after) and wait for its "
-                            "translations (504 after).", low=0.0, low_open=True)
+    max_lines: int = option(256, "Lines per plain-text request at most (413 beyond).", low=1, high=INT_MAX)
+    max_chars: int = option(5000, "Characters per line of a plain-text request at most (413 beyond).", low=1,
+                            high=INT_MAX)
+    max_sentences: int = option(4096, "Sentences per request at most, counted once its texts are cut into "
+                                "sentences: what the engine will see (413 beyond).", low=1, high=INT_MAX)
+    max_document_chars: int = option(500_000, "Characters of text to translate in one HTML request or file at most "
+                                     "(tags, scripts and styles not counted; 413 beyond): these take the place of "
+                                     "--max-lines and --max-chars, which mean nothing for a page.", low=1,
+                                     high=INT_MAX)
+    timeout: float = option(60.0, "Seconds a request may take to send its whole body (408 after: a client that "
+                            "sends a byte now and then is cut too) and wait for its translations (504 after).",
+                            low=0.0, low_open=True)
+    max_connections: int = option(0, "Open connections at most: one beyond gets 503 and is closed at once, so that "
+                                  "slow or idle clients cannot take every file descriptor (0: the process's limit, "
+                                  "ulimit -n, less 64 for its own files, at most 4096).", low=0, high=INT_MAX)
     max_body_bytes: int = option(0, "Bytes of a request body at most (413 beyond); 0: room for --max-lines x "
                                  "--max-chars.", low=0, high=2**62)
     max_beam: int = option(16, "The widest search a request may ask for: beam and nbest (422 beyond), "
@@ -284,10 +295,11 @@ class ServeConfig:
     cors_origins: Optional[list[str]] = option(
         None, "Origins whose web pages may call the server (CORS), such as https://example.org: comma-separated "
         "or repeated; default * (every origin, as LibreTranslate).")
-    max_files: int = option(100, "Translated files (/translate_file) kept for download at most; the oldest go "
-                            "first.", low=1, high=INT_MAX)
-    max_files_bytes: int = option(64 * 2**20, "Bytes of the translated files kept at most; the oldest go first.",
-                                  low=1, high=2**62)
+    max_files: int = option(100, "Translated files (/translate_file) kept for download at most, each for "
+                            "--files-ttl seconds: a full store refuses new files (503, Retry-After) rather than drop "
+                            "one before its time.", low=1, high=INT_MAX)
+    max_files_bytes: int = option(64 * 2**20, "Bytes of the translated files kept at most (a full store refuses "
+                                  "new files, as with --max-files).", low=1, high=2**62)
     files_ttl: float = option(1800.0, "Seconds a translated file stays downloadable (LibreTranslate's 30 "
                               "minutes).", low=0.0, low_open=True, high=366 * 86400.0)
 

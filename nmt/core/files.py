@@ -13,13 +13,12 @@ import stat
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
 from nmt.core.compression import BLOCK, CODECS, Codec, blocks, codec_of_name, compressing, decompressed, undecided
-from nmt.core.errors import BusyError, ConfigError, InputError, OutputError, os_error_message, ref
+from nmt.core.errors import BusyError, InputError, OutputError, os_error_message, ref
 
 try:
     import fcntl
@@ -156,94 +155,20 @@ def count_lines(path: str | Path) -> int:
     return count + (last != b"\n")
 
 
-# -- outputs are never inputs ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Output:
-    """A path a command writes: a file, or a folder. Of a folder, `owns(relative path, input option)`
-    tells which of the paths in it the command writes over or deletes (for an input given by that
-    option); None: all of them (the folder is replaced whole)."""
-
-    option: str
-    path: Path
-    folder: bool = False
-    owns: Optional[Callable[[str, str], bool]] = None
-
-
-def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]], reads_stdin: bool = False) -> None:
-    """The one rule, checked before any work: no output of a command is one of its inputs (the same
-    file by path or by inode, through symbolic and hard links alike), no output folder holds an input
-    that the command would write over or delete, no two outputs are one path, and stdout, stderr (and
-    stdin, where the command reads it) are not redirected to a file that is an input (an output).
-    `inputs` are (option, path) pairs. An OutputError names both options otherwise."""
-    for i, out in enumerate(outputs):
-        for option, path in inputs:
-            _check_apart(out, option, path, "the input")
-        for other in outputs[:i]:
-            _check_apart(out, other.option, other.path, "the output")
-            if other.folder and _owned_by(other, out.path, out.option):
-                raise OutputError(f"{out.option} {out.path} lies in the {other.option} folder {other.path}, which "
-                                  f"the command writes too; choose another {out.option}")
-    _check_streams(outputs, inputs, reads_stdin)
-
-
-def _check_apart(out: Output, option: str, path: Path, what: str) -> None:
-    if same_file(out.path, path):
-        link = "" if _real(out.path) == _real(path) else " (the same file, through a link)"
-        raise OutputError(f"{out.option} {out.path} is also {what} {option} {path}{link}: nmt would overwrite what it "
-                          f"reads; choose another {out.option}")
-    if out.folder and _owned_by(out, path, option):
-        raise OutputError(f"{out.option} {out.path} holds {what} {option} {path}, which writing the folder would "
-                          f"replace; choose another {out.option} (or move {path.name} out of it)")
-
-
-def _owned_by(out: Output, path: Path, option: str) -> bool:
-    """Whether `path` lies inside the folder `out` and is one of the paths the command writes there."""
-    folder, inner = _real(out.path), _real(path)
-    if folder == inner or folder not in inner.parents:
-        return False
-    return out.owns is None or out.owns(inner.relative_to(folder).as_posix(), option)
-
-
 def same_file(a: str | Path, b: str | Path) -> bool:
     """Whether `a` and `b` are one file or folder: the same inode (links included), or, where one does not
     exist yet, the same resolved path. Devices and pipes (/dev/null in and out) are not files to lose."""
     try:
         sa, sb = os.stat(a), os.stat(b)
     except OSError:
-        return _real(Path(a)) == _real(Path(b))
+        return real_path(Path(a)) == real_path(Path(b))
     if not (stat.S_ISREG(sa.st_mode) or stat.S_ISDIR(sa.st_mode)):
         return False
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
-def _real(path: Path) -> Path:
+def real_path(path: Path) -> Path:
     return Path(os.path.realpath(path))
-
-
-def _check_streams(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]], reads_stdin: bool) -> None:
-    """stdout or stderr redirected to an input (`> INPUT` has emptied it before nmt started; `>> INPUT`
-    would grow what is being read), or stdin read from an output."""
-    for fd, stream in ((1, "stdout"), (2, "stderr")):
-        for option, path in inputs:
-            if _fd_is(fd, path):
-                raise OutputError(f"{stream} is redirected to the input {option} {path} (`> FILE` empties it before "
-                                  f"nmt starts); send {stream} to another file")
-    if reads_stdin:
-        for out in outputs:
-            if _fd_is(0, out.path):
-                raise OutputError(f"stdin is read from {out.option} {out.path}, an output of the command; "
-                                  f"choose another {out.option}")
-
-
-def _fd_is(fd: int, path: Path) -> bool:
-    """Whether file descriptor `fd` is open on the regular file `path`."""
-    try:
-        mine, theirs = os.fstat(fd), os.stat(path)
-    except OSError:  # closed, or no such file
-        return False
-    return stat.S_ISREG(mine.st_mode) and (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def current_umask() -> int:
@@ -455,12 +380,3 @@ def is_checkpoint_file(path: str | Path) -> bool:
 
     Here rather than in nmt.model.checkpoint so that asking does not import torch (about 230 MB)."""
     return Path(path).is_file() and zipfile.is_zipfile(path)
-
-
-def check_distinct(option: str, paths: list[Path]) -> None:
-    """ConfigError when a file is given twice (an ensemble of a model with itself, an average of a
-    checkpoint with itself: the same result as once, at twice the cost, and most likely a slip)."""
-    for i, path in enumerate(paths):
-        for earlier in paths[:i]:
-            if same_file(path, earlier):
-                raise ConfigError(f"{option} {path} is given twice (also as {earlier}); give each file once")

@@ -33,6 +33,7 @@ from nmt.config import INT_MAX, FilterConfig, check_range
 from nmt.core.errors import ConfigError, DataError, InputError
 from nmt.core.files import atomic_write, check_output_dir, folder_lock, resolve_prefixed
 from nmt.core.identity import LANGUAGE, DataIdentity, legacy_identity
+from nmt.core.outputs import claim_folder
 from nmt.core.progress import ProgressFn, ignore
 from nmt.data.binarize import (
     DTYPES,
@@ -162,6 +163,16 @@ def _parts(prefix: str | Path, langs: Languages) -> list[Part]:
             for s, t in langs.pairs]
 
 
+def check_synthetic(given: Languages, synthetic: Sequence[str | Path], upsample: int) -> None:
+    """ConfigError for synthetic corpora of a multilingual store, or an upsampling with nothing to upsample among."""
+    check_range("`upsample`", upsample, 1, 1000)
+    if synthetic and given.multilingual:
+        raise ConfigError("`synthetic` corpora go with one language pair (`src` and `tgt`), not several `pair`s")
+    if upsample > 1 and not synthetic:
+        raise ConfigError(f"`upsample` {upsample} repeats `train` among synthetic corpora; add `synthetic` PREFIX or "
+                          "drop `upsample`")
+
+
 def _train_parts(train: str | Path, synthetic: Sequence[str | Path], langs: Languages, upsample: int) -> list[Part]:
     """The training split's files: the real corpus `upsample` times (each copy filtered alike: the duplicate filter
     runs within a copy), then each synthetic corpus, its sources tagged where `langs` has a synthetic tag."""
@@ -251,13 +262,10 @@ def prepare(
     check_range("`chunk_size`", chunk_size, 1, INT_MAX)
     out = Path(out)
     check_output_dir(out, "`out`")
-    check_range("`upsample`", upsample, 1, 1000)
+    # a store, one being written, or only a subword model (the one to prepare with, say): never a user's folder
+    claim_folder(out, "`out`", ("meta.json", _STAGING, *FILE_NAMES), "nmt prepare")
     given = languages_of(src, tgt, pairs)  # the languages' errors before the tokenizer loads
-    if synthetic and given.multilingual:
-        raise ConfigError("`synthetic` corpora go with one language pair (`src` and `tgt`), not several `pair`s")
-    if upsample > 1 and not synthetic:
-        raise ConfigError(f"`upsample` {upsample} repeats `train` among synthetic corpora; add `synthetic` PREFIX or "
-                          "drop `upsample`")
+    check_synthetic(given, synthetic, upsample)
     tokenizer = from_file(bpe_model) if isinstance(bpe_model, (str, Path)) else bpe_model
     langs = given.tagged(tokenizer.vocab_size, synthetic=bool(synthetic) and tag_synthetic)
     splits = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}

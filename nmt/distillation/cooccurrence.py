@@ -18,6 +18,9 @@ from nmt.core.vocab import SPECIALS
 from nmt.data.dataset import ParallelDataset
 
 NONE = -1  # a row's unused places (as nmt.model.shortlist reads them)
+# The most a table may take (V x top int32), in the checkpoint and in memory: beyond, --top asks for more than a
+# shortlist is for (a row of thousands of targets restricts nothing), and would be stored with every copy of the model.
+MAX_TABLE_BYTES = 256 << 20
 CHUNK_PAIRS = 4_000_000  # (source, target) id pairs counted at once: memory stays ~100 MB on any corpus
 
 
@@ -55,8 +58,10 @@ def sentence_pairs(data: ParallelDataset, allowed: np.ndarray, src_count: np.nda
 
 
 def learn_shortlist(data: ParallelDataset, top: int, frequent: int) -> tuple[np.ndarray, np.ndarray]:
-    """The table (V, top) int32 of each source id's best `top` target ids by p(t|s) (NONE where it has fewer) and
-    the always allowed ids (F,) int32 (the specials and the `frequent` most frequent targets) of `data`."""
+    """The table (V, W) int32 of each source id's best `top` target ids by p(t|s) (NONE where it has fewer; W, at
+    most `top`, is the most any source id has: a wider table would hold nothing more) and the always allowed ids
+    (F,) int32 (the specials and the `frequent` most frequent targets) of `data`. ConfigError naming `top` where the
+    table would take more than MAX_TABLE_BYTES."""
     if top < 1 or frequent < 0:
         raise ConfigError(f"{ref('top')} {top} / {ref('frequent')} {frequent}: give top >= 1 and frequent >= 0")
     vocab = int(data.meta["vocab_size"])
@@ -72,8 +77,13 @@ def learn_shortlist(data: ParallelDataset, top: int, frequent: int) -> tuple[np.
     p = counts / np.maximum(src_count[src], 1)
     order = np.lexsort((tgt, -p, src))  # by source, then p(t|s) down, then the smaller target id
     src, tgt = src[order], tgt[order]
-    starts = np.searchsorted(src, src, side="left")  # each pair's place within its source's run
-    keep = np.arange(src.size) - starts < top
-    table = np.full((vocab, top), NONE, np.int32)
-    table[src[keep], (np.arange(src.size) - starts)[keep]] = tgt[keep]
+    place = np.arange(src.size) - np.searchsorted(src, src, side="left")  # each pair's place in its source's run
+    width = min(top, int(place.max()) + 1 if place.size else 1)
+    if vocab * width * 4 > MAX_TABLE_BYTES:
+        raise ConfigError(f"{ref('top')} {top}: a table of {vocab:,} source ids x {width:,} targets would take "
+                          f"{vocab * width * 4 / 2**20:,.0f} MiB (at most {MAX_TABLE_BYTES >> 20} MiB); a shortlist "
+                          f"keeps the few likeliest targets of each source id: give {ref('top')} 50 or so")
+    keep = place < width
+    table = np.full((vocab, width), NONE, np.int32)
+    table[src[keep], place[keep]] = tgt[keep]
     return table, always

@@ -24,7 +24,6 @@ from nmt.config.command_options import DistillOptions
 from nmt.core.errors import ConfigError, InputError, ref
 from nmt.core.files import (
     atomic_write,
-    check_distinct,
     check_output_dir,
     count_lines,
     folder_lock,
@@ -32,6 +31,7 @@ from nmt.core.files import (
     remove_stale_temporaries,
     resolve_prefixed,
 )
+from nmt.core.outputs import check_distinct, claim_folder
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.distillation.interpolation import closest
 from nmt.distillation.teacher_checks import REASONS, TeacherChecks, failure
@@ -75,6 +75,7 @@ def distil_share(o: DistillOptions, search: Overrides[SearchConfig], inference: 
     source, reference = corpus_files(o)
     started = time.monotonic()
     check_output_dir(o.out, ref("out"))
+    claim_folder(o.out, ref("out"), (STATE, CHUNKS, REPORT), "nmt distill")  # never a user's train.SRC and .TGT
     engine = comm.all_succeed(lambda: teacher(open_teacher(o.model, teacher_search(search, o),
                                                            teacher_inference(inference), progress=progress), o))
     wanted = identity(o, engine, source, reference)
@@ -91,6 +92,9 @@ def distil_share(o: DistillOptions, search: Overrides[SearchConfig], inference: 
 
         comm.all_succeed(take_folder if comm.rank == 0 else lambda: None)
         total = count_lines(source) if total is None else total
+        if reference is not None and count_lines(reference) != total:  # now, not after translating all but the end
+            raise InputError(f"{source} has {total:,} lines but {reference} has {count_lines(reference):,}; give a "
+                             f"line-aligned corpus ({ref('train')})")
         engine.progress = progress
         share = comm.all_succeed(lambda: translate_chunks(engine, source, reference, o, total, progress, comm.rank,
                                                           comm.world))

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from nmt.core.errors import ConfigError, ref
-from nmt.core.files import same_file
+from nmt.core.files import is_checkpoint_file, same_file
+from nmt.core.outputs import claim_file
 from nmt.data.dataset import ParallelDataset, data_identity
 from nmt.distillation.cooccurrence import NONE, learn_shortlist
 from nmt.engines.ct2_export import ctranslate2_vocabulary, holds_space
@@ -68,6 +69,7 @@ def attach_shortlist(model: Path, data: Path, out: Path, top: int = 50, frequent
     if same_file(model, out):
         raise ConfigError(f"{ref('out')} {out} is {ref('model')}: write the checkpoint with its shortlist to "
                           "another file")
+    claim_file(out, ref("out"), is_checkpoint_file, "a checkpoint")  # (a store's train.bin, say)
     ckpt = checkpoint.load(model)
     check_fits(ckpt, model, data)
     table, always = learn_shortlist(ParallelDataset(data, "train"), top, frequent)
@@ -76,6 +78,6 @@ def attach_shortlist(model: Path, data: Path, out: Path, top: int = 50, frequent
     shortlist = Shortlist(torch.from_numpy(table), torch.from_numpy(always))
     checkpoint.save(out, dataclasses.replace(ckpt, shortlist=shortlist))
     rows = (table != NONE).sum(1)
-    return {"out": str(out), "top": top, "frequent": int(always.size),
+    return {"out": str(out), "top": int(table.shape[1]), "frequent": int(always.size),
             "targets_per_source": round(float(rows[rows > 0].mean()) if rows.any() else 0.0, 1),
             "sources": int((rows > 0).sum()), **coverage(shortlist, data)}

@@ -3,8 +3,11 @@ request text of several lines, an HTML document. Each text is cut into sentences
 source language) and, for HTML, into the text of its blocks (`nmt.text.markup`); every sentence of a batch of texts
 goes to the engine at once; the translations are put back with each text's own spacing, line breaks and tags.
 
-`Documents` wraps any engine (`nmt.engines.base.Engine`) and is used as one by `translate`, `eval`, the server
-and the Python API: `translate_chunk` and `translate` give one `TextTranslation` per text.
+`Documents` wraps any engine (`nmt.engines.base.Engine`) and is used as one by `translate`, `eval` and the Python
+API: `translate_chunk` and `translate` give one `TextTranslation` per text. Both go through `Work`: texts read and cut
+into the sentences the engine sees (`plan`), the sentences translated, each piece's translation assembled, the
+alignments its inline markup needs made, and the texts put back (`Work.finish`). The server runs the same steps, each
+sentence and each alignment queued as work of its own, so that a document takes turns with other requests.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Optional
 
+from nmt.config import TextConfig, check_field
 from nmt.core.errors import ConfigError, ref
 from nmt.core.progress import Progress
 from nmt.engines.base import Engine, Translation, translate_chunks
 from nmt.engines.search import Hypothesis
-from nmt.text.markup import Aligned, translate_html
+from nmt.text.markup import Aligned, Parsed, parse_html
 from nmt.text.sentences import Split, split_sentences
 
 Format = Literal["text", "html"]
@@ -109,6 +113,90 @@ def check_search(format: Format, nbest: int) -> None:
         raise ConfigError(f"{ref('format')} html gives one translation of each document; leave {ref('nbest')} out")
 
 
+@dataclass
+class Work:
+    """Texts as the sentences an engine sees (`plan`), and how their translations are put back.
+
+    `pieces` are the texts cut into sentences: each text itself ("text"), or the texts of each HTML document's
+    blocks and translatable attributes ("html"); `counts` how many pieces each text has. Steps: translate
+    `sentences` (one Translation each, in order), `assemble` them into one TextTranslation per piece, make the
+    word alignment of each piece in `aligned` (those whose inline tags are placed through one), `finish`."""
+
+    format: Format
+    texts: list[str]
+    pieces: list[tuple[str, Layout]]
+    counts: list[int]
+    documents: list[Parsed] = field(default_factory=list)  # format "html": each text read
+
+    @functools.cached_property
+    def sentences(self) -> list[str]:
+        return [s for _, shape in self.pieces for s in shape.sentences]
+
+    @property
+    def characters(self) -> int:
+        """Characters of text to translate (an HTML document's tags and untouched parts left out)."""
+        return sum(len(text) for text, _ in self.pieces)
+
+    def assemble(self, done: Sequence[Translation], nbest: int) -> list[TextTranslation]:
+        """One TextTranslation per piece from the translations of `sentences`."""
+        if len(done) != len(self.sentences):
+            raise ValueError(f"{len(done)} translations for {len(self.sentences)} sentences")
+        out, at = [], 0
+        for text, shape in self.pieces:
+            n = len(shape.sentences)
+            out.append(assemble(text, shape, list(done[at : at + n]), nbest))
+            at += n
+        return out
+
+    def aligned(self, pieces: Sequence[TextTranslation]) -> list[int]:
+        """The pieces whose inline markup is placed through a word alignment: an HTML text holding inline tags, with
+        a translation (an alignment is a pass of the model: most blocks need none)."""
+        if self.format != "html":
+            return []
+        inline = [flag for document in self.documents for flag in document.inline]
+        return [i for i, (flag, piece) in enumerate(zip(inline, pieces)) if flag and piece.text.strip()]
+
+    def finish(self, pieces: Sequence[TextTranslation],
+               alignments: Mapping[int, list[tuple[int, int]]]) -> list[TextTranslation]:
+        """One TextTranslation per text, from its pieces' and (HTML) the `alignments` of the pieces `aligned` named."""
+        if self.format == "text":
+            return list(pieces)
+        out, at = [], 0
+        for document, n, parsed in zip(self.texts, self.counts, self.documents):
+            mine = pieces[at : at + n]
+            text = parsed.join([Aligned(t.text, alignments.get(at + i, [])) for i, t in enumerate(mine)])
+            out.append(TextTranslation(text, [(text, NOTHING)], document, [s for t in mine for s in t.sentences]))
+            at += n
+        return out
+
+
+def plan(texts: Sequence[str], lang: str, split: bool = True, format: Format = "text",
+         target: Optional[str] = None) -> Work:
+    """`texts` read (HTML: lang on <html> to become `target`) and cut into lines and (with `split`) the sentences of
+    `lang` (see `Work`)."""
+    check_format(format)
+    if format == "text":
+        return Work(format, list(texts), [(t, layout(t, lang, split)) for t in texts], [1] * len(texts))
+    documents = [parse_html(t, target) for t in texts]
+    pieces = [(block, layout(block, lang, split)) for d in documents for block in d.texts]
+    return Work(format, list(texts), pieces, [len(d.texts) for d in documents], documents)
+
+
+def align(engine: Engine, translation: TextTranslation, rank: int = 0, line_index: int = 0) -> list[tuple[int, int]]:
+    """Word alignment of a text and its `rank`-th translation: (source word, target word) pairs, words counted over
+    the whole text (its sentences' words, in order), from each sentence's alignment by `engine`."""
+    pairs: list[tuple[int, int]] = []
+    src_at = tgt_at = 0
+    for t in translation.sentences:
+        if not t.hypotheses:
+            continue
+        text, hypothesis = t.hypotheses[min(rank, len(t.hypotheses) - 1)]
+        pairs += [(s + src_at, w + tgt_at) for s, w in engine.alignment(t.source, hypothesis, line_index)]
+        src_at += len(t.source.split())
+        tgt_at += len(text.split())
+    return pairs
+
+
 class Documents:
     """An engine that translates texts rather than sentences (see the module's docstring).
 
@@ -116,6 +204,7 @@ class Documents:
     a whole document whose tags are kept, see `nmt.text.markup`)."""
 
     def __init__(self, engine: Engine, split: bool = True, format: Format = "text"):
+        check_field(TextConfig, "split", split)  # "no" is no bool: never taken for True
         check_format(format)
         check_search(format, engine.search_cfg.nbest)
         self.engine, self.split, self.format = engine, split, format
@@ -130,17 +219,11 @@ class Documents:
     def translate_chunk(self, texts: list[str], first_line: int = 0) -> list[TextTranslation]:
         """One TextTranslation per text, in order; every sentence of `texts` is searched in one call of the
         engine (its batches)."""
-        if self.format == "html":
-            return [self.translate_html(text, first_line + i) for i, text in enumerate(texts)]
-        shapes = [layout(text, self.lang, self.split) for text in texts]
-        sentences = [s for shape in shapes for s in shape.sentences]
-        done = self.sentences_of(sentences, first_line, len(texts)) if sentences else []
-        out, at = [], 0
-        for text, shape in zip(texts, shapes):
-            n = len(shape.sentences)
-            out.append(assemble(text, shape, done[at : at + n], self.search_cfg.nbest))
-            at += n
-        return out
+        work = plan(texts, self.lang, self.split, self.format, self.languages[1])
+        done = self.sentences_of(work.sentences, first_line, len(texts)) if work.sentences else []
+        pieces = work.assemble(done, self.search_cfg.nbest)
+        alignments = {i: align(self.engine, pieces[i], 0, first_line) for i in work.aligned(pieces)}
+        return work.finish(pieces, alignments)
 
     def sentences_of(self, sentences: list[str], first_line: int, texts: int) -> list[Translation]:
         """The engine's translations of `sentences`, the sentences of `texts` texts from text number `first_line`
@@ -167,29 +250,5 @@ class Documents:
 
     def alignment(self, translation: TextTranslation, rank: int = 0,
                   line_index: int = 0) -> list[tuple[int, int]]:
-        """Word alignment of a text and its `rank`-th translation: (source word, target word) pairs, words
-        counted over the whole text (its sentences' words, in order), from each sentence's alignment."""
-        pairs: list[tuple[int, int]] = []
-        src_at = tgt_at = 0
-        for t in translation.sentences:
-            if not t.hypotheses:
-                continue
-            text, hypothesis = t.hypotheses[min(rank, len(t.hypotheses) - 1)]
-            pairs += [(s + src_at, w + tgt_at) for s, w in self.engine.alignment(t.source, hypothesis, line_index)]
-            src_at += len(t.source.split())
-            tgt_at += len(text.split())
-        return pairs
-
-    def translate_html(self, document: str, index: int = 0) -> TextTranslation:
-        """One HTML document (or fragment), its tags kept: the text of its blocks and translatable attributes
-        translated, inline tags placed through the word alignment."""
-        sentences: list[Translation] = []
-
-        def translate(texts: list[str]) -> list[Aligned]:
-            done = Documents(self.engine, self.split).translate_chunk(texts, index)
-            sentences.extend(s for t in done for s in t.sentences)
-            # an alignment is a pass of the model: made only for the blocks whose inline tags need one
-            return [Aligned(t.text, functools.partial(self.alignment, t, 0, index)) for t in done]
-
-        text = translate_html(document, translate)
-        return TextTranslation(text, [(text, NOTHING)], document, sentences)
+        """Word alignment of a text and its `rank`-th translation (see `align`)."""
+        return align(self.engine, translation, rank, line_index)

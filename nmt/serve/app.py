@@ -53,14 +53,16 @@ def create_app(engines: Union[Engine, Sequence[Engine]],
                on_ready: Callable[[], None] = lambda: None,
                on_done: Callable[[RequestRecord], None] = lambda r: None,
                on_error: Callable[[str], None] = lambda line: None,
+               on_note: Callable[[str], None] = lambda line: None,
                keys: Optional[frozenset[str]] = None, split: bool = True,
                detector: DetectorFactory = Detector) -> Gate:
     """The ASGI application (see docs/commands/serve.md for the API): FastAPI behind a `Gate`.
 
     `engines`: one per direction, each with its `infos` (the first direction is the default one); `translate`:
-    what the worker calls (default: the engines with per-request search settings and formats, each text cut into
-    sentences with `split`); `on_ready` once the models are warm; `on_done(record)` after each request;
-    `on_error(line)` for each failure no handler expected; `keys`: what `check_files(cfg)` returned, where the
+    what the worker calls (default: the engines with per-request search settings: `translate_function`); `split`:
+    each text cut into sentences; `on_ready` once the models are warm; `on_done(record)` after each request;
+    `on_error(line)` for each failure no handler expected; `on_note(line)` for what the operator should know (an
+    origin CORS refused); `keys`: what `check_files(cfg)` returned, where the
     caller has checked the files already (None: they are checked, and the keys read, here); `detector`: makes
     the language detector of some candidate languages (`nmt.text.languages.Detector`)."""
     from fastapi_offline import FastAPIOffline  # /docs and /redoc from files in the package, not from a CDN
@@ -78,15 +80,16 @@ def create_app(engines: Union[Engine, Sequence[Engine]],
     install_handlers(app)
     app.include_router(native_router)  # nmt's own API
     install_libre(app, cfg)  # LibreTranslate's, its file routes and their store included
-    web = install_web(app, cfg)  # the page; the CORS layer
+    web = install_web(app, cfg, on_note)  # the page; the CORS layer
     # the routes as declared: FastAPI may keep an included router's routes inside it, out of app.routes
     routes = [*app.routes, *native_router.routes, *libre_router.routes, *web_router.routes]
     metrics = Metrics({getattr(route, "path", "") for route in routes} - {""}, translating_paths(routes))
     by_direction = {info.direction: engine for info, engine in zip(infos, engines)}
-    batcher = Batcher(translate or translate_function(by_direction, split), cfg, metrics.on_batch)
+    batcher = Batcher(translate or translate_function(by_direction), cfg, metrics.on_batch)
     metrics.watch_queue(lambda: batcher.queued_lines)
     app.state.service = Service(batcher, cfg, directions, engines[0].search_cfg, keys,
-                                searches={d: e.search_cfg for d, e in by_direction.items()}, detector=detector)
+                                searches={d: e.search_cfg for d, e in by_direction.items()}, detector=detector,
+                                split=split)
     app.state.metrics = metrics
     app.state.warm_up = lambda: [engine.translate_chunk(["warm up"]) for engine in engines]
     app.state.on_ready = on_ready

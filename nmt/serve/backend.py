@@ -1,5 +1,5 @@
 """What the server needs of its translation engines (`nmt.engines.base.Engine`, torch's or CTranslate2's),
-one per direction: how the worker thread calls them (texts, through `nmt.documents.texts.Documents`), each
+one per direction: how the worker thread calls them (sentences and alignments: `Job`), each
 model's identity, and which checkpoint serves which direction (`plan`: checkpoints of the same languages are an
 ensemble; a multilingual checkpoint serves each of its directions with its one engine; a direction offered by a
 bilingual checkpoint and a multilingual one is the bilingual one's, said at start)."""
@@ -12,52 +12,60 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from types import MappingProxyType
+from typing import Any, Callable, Literal, Optional
 
 import torch
 
 from nmt.config import SearchConfig
-from nmt.core.errors import ConfigError
+from nmt.core.errors import ConfigError, ref
 from nmt.core.identity import DataIdentity
-from nmt.documents.texts import Documents, Format
-from nmt.engines.base import Engine, Translation
+from nmt.documents.texts import align
+from nmt.engines.base import Engine
 from nmt.engines.decoding import SHOWN
 
 Direction = tuple[str, str]  # (source, target) language codes
 
 
+Kind = Literal["sentences", "alignments"]
+
+
 @dataclass(frozen=True)
 class Job:
-    """What a batch shares: the direction (which engine), the search settings and the format of its texts. The
-    batcher merges only requests of equal jobs."""
+    """What a batch shares: the direction (which engine), the search settings, and the kind of work: "sentences"
+    (each item a sentence, translated: a Translation) or "alignments" (each item a text's TextTranslation whose
+    inline HTML markup needs its word alignment: a list of pairs). The batcher merges only requests of equal jobs."""
 
     direction: Direction
     search: SearchConfig
-    format: Format = "text"
+    kind: Kind = "sentences"
 
 
-TranslateFn = Callable[[list[str], Job], Sequence[Translation]]
+TranslateFn = Callable[[list[Any], Job], Sequence[Any]]
 
 
-def translate_function(engines: Mapping[Direction, Engine], split: bool = True) -> TranslateFn:
-    """The worker's function: the texts of a job, each translated whole (cut into sentences with `split`, lines
-    and HTML kept) by the job's engine with its search settings (the model and tokenizer are shared).
+def translate_function(engines: Mapping[Direction, Engine]) -> TranslateFn:
+    """The worker's function: the items of a job (`Job`) done by the job's engine with its search settings (the
+    model and tokenizer are shared). The texts were cut into sentences before (`nmt.documents.texts.plan`).
 
     Call it where the thread count is set (after --threads): the worker thread that runs the function is
     given that count, since OpenMP starts a new thread with its default (every core) whatever
     torch.set_num_threads said in the main thread, and --threads 1 would run on two cores."""
     threads = torch.get_num_threads()
     pinned = threading.local()
-    variants: dict[tuple[Any, ...], Documents] = {}
+    variants: dict[tuple[Any, ...], Engine] = {}
 
-    def translate(texts: list[str], job: Job) -> Sequence[Translation]:
+    def translate(items: list[Any], job: Job) -> Sequence[Any]:
         if not getattr(pinned, "threads", False):
             torch.set_num_threads(threads)
             pinned.threads = True
-        key = (job.direction, dataclasses.astuple(job.search), job.format)
+        key = (job.direction, dataclasses.astuple(job.search))
         if key not in variants:
-            variants[key] = Documents(engines[job.direction].with_search(job.search), split, job.format)
-        return variants[key].translate_chunk(texts)
+            variants[key] = engines[job.direction].with_search(job.search)
+        engine = variants[key]
+        if job.kind == "alignments":
+            return [align(engine, translation) for translation in items]
+        return engine.translate_chunk(items)
 
     return translate
 
@@ -78,8 +86,16 @@ class ModelInfo:
         return self.src, self.tgt
 
 
-def model_info(paths: Sequence[str | Path], engine: Engine) -> ModelInfo:
-    """The model's identity: file name(s), direction, sha256 of the checkpoint file(s), search defaults."""
+def model_name(path: str | Path) -> str:
+    """A checkpoint's name where none is given: its folder and file (two runs' averaged.pt stay apart)."""
+    path = Path(path).absolute()
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+def model_info(paths: Sequence[str | Path], engine: Engine, names: Mapping[Path, str] = MappingProxyType({})
+               ) -> ModelInfo:
+    """The model's identity: its checkpoints' names (`names`, else `model_name`), direction, sha256 of the
+    checkpoint file(s), search defaults."""
     digest = hashlib.sha256()
     for path in paths:
         with open(path, "rb") as f:
@@ -87,7 +103,7 @@ def model_info(paths: Sequence[str | Path], engine: Engine) -> ModelInfo:
                 digest.update(block)
     search = {k: v for k, v in dataclasses.asdict(engine.search_cfg).items() if k in SHOWN}
     src, tgt = engine.languages
-    return ModelInfo(" + ".join(Path(p).name for p in paths), src, tgt, digest.hexdigest(), search,
+    return ModelInfo(" + ".join(names.get(Path(p), model_name(p)) for p in paths), src, tgt, digest.hexdigest(), search,
                      getattr(engine, "name", ""))
 
 
@@ -148,16 +164,21 @@ def plan(paths: Sequence[Path], data_of: Callable[[Path], DataIdentity],
 
 
 def open_directions(paths: Sequence[Path], opener: Callable[[list[Path]], Engine],
-                    data_of: Callable[[Path], DataIdentity], log: Callable[[str], None] = lambda message: None
-                    ) -> tuple[list[Engine], list[ModelInfo]]:
+                    data_of: Callable[[Path], DataIdentity], log: Callable[[str], None] = lambda message: None,
+                    names: Optional[Sequence[str]] = None) -> tuple[list[Engine], list[ModelInfo]]:
     """One engine per direction served, and its model's identity, for the checkpoints `paths` (`plan`): `opener`
     opens each group's model once; each direction is its `with_direction` (sharing the model: a multilingual
-    model is in memory once, whatever the number of its directions)."""
+    model is in memory once, whatever the number of its directions). `names`: one per path (ConfigError
+    otherwise), what the model infos call them."""
+    if names is not None and len(names) != len(paths):
+        raise ConfigError(f"{ref('name')}: {len(names)} name(s) for {len(paths)} checkpoint(s) ({ref('model')}); give "
+                          "one per checkpoint, in the same order")
+    named = dict(zip(map(Path, paths), names or []))
     engines: list[Engine] = []
     infos: list[ModelInfo] = []
     for group in plan(paths, data_of, log):
         engine = opener(group.paths)
-        info = model_info(group.paths, engine)  # the files hashed once, whatever the number of directions
+        info = model_info(group.paths, engine, named)  # the files hashed once, whatever the number of directions
         for src, tgt in group.directions or engine.data.directions:
             engines.append(engine.with_direction(src, tgt, str(group.paths[0])))
             infos.append(dataclasses.replace(info, src=src, tgt=tgt))

@@ -12,6 +12,10 @@ batch goes as soon as the engine is free, with what has queued meanwhile. A chun
 request by request, so that one bad request fails alone. The event loop only queues and awaits: it never runs
 the model.
 
+A request's items are sentences (its texts cut before they are queued: an HTML page is as many items as its
+sentences) or, for HTML whose inline tags are placed through a word alignment, the texts to align (`backend.Job`);
+"lines" below means items.
+
 Fairness: a request gives a batch at most `slice_lines` of its texts (`SLICE_LINES` by default), its next slice;
 one with more goes back to the end of the queue after each slice, so that requests take turns (round robin) and
 a one-line request that comes while a large one is translated waits for about one batch of slices, not for the
@@ -28,16 +32,13 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from nmt.config import ServeConfig
 from nmt.config.flags import as_flags
 from nmt.core.errors import ref
 from nmt.serve.backend import Job, TranslateFn
 from nmt.serve.http_errors import Overloaded, TooLarge
-
-if TYPE_CHECKING:
-    from nmt.engines.base import Translation
 
 SLICE_LINES = 16  # texts of one request per batch: chosen by measurement (docs/commands/serve.md, fairness)
 
@@ -47,14 +48,14 @@ class PendingRequest:
     """One request's texts (`lines`), waiting for the worker; `future` lives on the event loop. `taken`: how
     many of its texts the worker has taken so far (its slices), `done` their translations, in order."""
 
-    lines: list[str]
+    lines: list[Any]  # the items of a job (`backend.Job`): sentences, or texts to align
     job: Job
-    future: asyncio.Future[list[Translation]]
+    future: asyncio.Future[list[Any]]
     loop: asyncio.AbstractEventLoop
     arrived: float = field(default_factory=time.monotonic)
     withdrawn: bool = False  # set on the event loop: nobody waits for the outcome any more
     taken: int = 0
-    done: list[Translation] = field(default_factory=list)
+    done: list[Any] = field(default_factory=list)
 
     @property
     def left(self) -> int:
@@ -82,7 +83,7 @@ class Piece:
 
     pending: PendingRequest
     start: int
-    lines: list[str]
+    lines: list[Any]
 
 
 class Batcher:
@@ -108,19 +109,19 @@ class Batcher:
     def start(self) -> None:
         self.thread.start()
 
-    def submit(self, lines: list[str], job: Job) -> PendingRequest:
+    def submit(self, lines: list[Any], job: Job) -> PendingRequest:
         """Queue `lines` (called on the event loop): TooLarge if they could never fit the queue, Overloaded
         when it cannot take them now."""
         if len(lines) > self.cfg.max_queue:
-            raise TooLarge(as_flags(f"{len(lines)} lines in one request; the queue holds at most {self.cfg.max_queue} "
-                                    f"({ref('max_queue')}): send fewer lines per request"))
+            raise TooLarge(as_flags(f"{len(lines)} sentences in one request; the queue holds at most "
+                                    f"{self.cfg.max_queue} ({ref('max_queue')}): send less text per request"))
         loop = asyncio.get_running_loop()
         pending = PendingRequest(lines, job, loop.create_future(), loop)
         with self.cond:
             if self.stopping:
                 raise Overloaded("the server is shutting down")
             if self.queued_lines + len(lines) > self.cfg.max_queue:
-                raise Overloaded(as_flags(f"{self.queued_lines} lines are waiting "
+                raise Overloaded(as_flags(f"{self.queued_lines} sentences are waiting "
                                           f"({ref('max_queue')} {self.cfg.max_queue})"))
             self.queue.append(pending)
             self.queued_lines += len(lines)

@@ -9,27 +9,31 @@ translation's confidence (docs/commands/serve.md)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import errno
 import json
+import math
 import os
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
 from nmt.config import ServeConfig
 from nmt.config.flags import as_flags
 from nmt.core.errors import ref
 from nmt.documents.texts import TextTranslation
-from nmt.serve.http_errors import NOT_JSON, RequestError, TooLarge, shown
+from nmt.serve.http_errors import NOT_JSON, Overloaded, RequestError, TooLarge, shown
 from nmt.serve.schemas import ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest, LibreResponse
-from nmt.serve.service import Service, check_format, translating
+from nmt.serve.service import Service, check_format, fewer_note, translating
 from nmt.text.languages import language_name
 
 if TYPE_CHECKING:
@@ -71,11 +75,27 @@ async def fields(request: Request, service: Service) -> dict[str, Any]:
             raise RequestError("Invalid JSON format: send an object such as {\"q\": \"...\", \"target\": \"de\"}", 400)
         return {**request.query_params, **data}
     if media in FORMS:
-        form = await request.form(max_part_size=service.cfg.body_limit)
-        return {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
+        async with form_of(request, service) as form:
+            return {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
     if body:
         raise RequestError(f"send JSON or form fields, not {media or 'a body without Content-Type'}", 415)
     return dict(request.query_params)
+
+
+@contextlib.asynccontextmanager
+async def form_of(request: Request, service: Service) -> AsyncIterator[FormData]:
+    """The request's form fields, closed at the end: its files (starlette spools a part of over 1 MB to an unnamed
+    file of the temporary folder) are gone then. A disk that cannot take them is a 507 (full) or a 503 in one line,
+    never a 500, and nothing of the upload is left behind."""
+    try:
+        async with request.form(max_part_size=service.cfg.body_limit) as form:
+            yield form
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise RequestError("Insufficient storage: the server's temporary folder is full, the upload could not "
+                               "be kept while it is read; retry later", 507) from None
+        raise RequestError(f"the upload could not be kept while it is read ({e.strerror or e}); retry later", 503,
+                           {"Retry-After": "10"}) from None
 
 
 def parse(model: type[M], data: dict[str, Any]) -> M:
@@ -106,13 +126,14 @@ async def translate(request: Request) -> dict[str, Any]:
     if req.alternatives > service.widest - 1:  # in LibreTranslate's words
         raise RequestError(as_flags(f"Invalid request: alternatives parameter must be <= {service.widest - 1} "
                                     f"({ref('max_beam')} {service.widest})"), 400)
-    texts = service.texts(req.q)
+    texts = service.texts(req.q, fmt)
     settings = {"nbest": req.alternatives + 1}
     if req.source == "auto":
         detected: list[dict[str, Any]] = [{"confidence": round(d.confidence, 2), "language": d.language}
-                                          for d in await service.detect_sources(texts, req.target, fmt)]
+                                          for d in await service.detect_sources(texts, req.target, fmt, req.detectEach)]
     else:
-        service.direction(req.source, req.target)
+        if req.source != req.target or req.target not in service.codes:  # (one language: the text as it is)
+            service.direction(req.source, req.target)
         detected = [{"confidence": 100.0, "language": req.source}] * len(texts)
     done = await translate_grouped(service, request, texts, [d["language"] for d in detected], req.target, fmt,
                                    settings)
@@ -121,11 +142,16 @@ async def translate(request: Request) -> dict[str, Any]:
     if req.source == "auto":
         out["detectedLanguage"] = detected[0] if single else detected
     if req.alternatives > 0:
-        alternatives = [list(dict.fromkeys(text for text, _ in t.hypotheses[1:] if text != t.text)) for t in done]
+        alternatives = [[text for text, _ in t.hypotheses[1:]] for t in done]  # (distinct: Service.translate_texts)
         out["alternatives"] = alternatives[0] if single else alternatives
+        if note := fewer_note(done, req.alternatives + 1):
+            out["note"] = note
     if req.scores:
         scores = [round(t.score, 4) for t in done]
         out["scores"] = scores[0] if single else scores
+    unchanged = [d["language"] == req.target for d in detected]
+    if any(unchanged):  # nmt's extension: which texts were in the target language already, and came back as they were
+        out["untranslated"] = unchanged[0] if single else unchanged
     return out
 
 
@@ -195,25 +221,51 @@ class StoredFile:
 
 class FileStore:
     """Translated files kept for download, in memory, under a name no one can guess (<uuid>.<name>): at most
-    `count` files and `size` bytes (the oldest go first to make room), each for `ttl` seconds."""
+    `count` files and `size` bytes, each for `ttl` seconds. A file is never dropped before its time: the link a
+    client was given works for `ttl` seconds. A full store refuses new files (Overloaded: 503 with Retry-After, the
+    seconds until the oldest goes); a translation counts against `count` from its upload on (`slot`), so that the
+    files being translated cannot outnumber the places left."""
 
     def __init__(self, count: int, size: int, ttl: float, clock: Callable[[], float] = time.monotonic):
         self.count, self.size, self.ttl, self.clock = count, size, ttl, clock
         self.files: OrderedDict[str, StoredFile] = OrderedDict()  # oldest first (hence first to expire)
         self.bytes = 0
+        self.pending = 0  # files being translated, each with a place kept
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """A place for the file of one upload, kept while it is translated (Overloaded when there is none)."""
+        self.expire()
+        if len(self.files) + self.pending >= self.count:
+            raise self.full(f"{len(self.files) + self.pending:,} files (at most {self.count:,}: "
+                            f"{ref('max_files')})")
+        self.pending += 1
+        try:
+            yield
+        finally:
+            self.pending -= 1
 
     def put(self, name: str, data: bytes, media_type: str) -> str:
-        """Keep `data`; its download name. TooLarge when it alone is more than the store may hold."""
+        """Keep `data` (in a `slot`); its download name. TooLarge when it alone is more than the store may hold,
+        Overloaded when the files kept leave no room for it."""
         if len(data) > self.size:
             raise TooLarge(as_flags(f"the translated file has {len(data):,} bytes; at most {self.size:,} are kept "
                                     f"({ref('max_files_bytes')})"))
         self.expire()
-        while self.files and (len(self.files) >= self.count or self.bytes + len(data) > self.size):
-            self.drop_oldest()
+        if self.bytes + len(data) > self.size:
+            raise self.full(f"{self.bytes:,} bytes of translated files, no room for {len(data):,} more (at most "
+                            f"{self.size:,}: {ref('max_files_bytes')})")
         key = f"{uuid.uuid4().hex}.{name}"
         self.files[key] = StoredFile(name, data, media_type, self.clock() + self.ttl)
         self.bytes += len(data)
         return key
+
+    def full(self, holds: str) -> Overloaded:
+        """The answer of a full store: when to come back, the oldest file's going."""
+        wait = max(1, math.ceil(next(iter(self.files.values())).expires - self.clock())) if self.files else 1
+        message = (f"the store of translated files holds {holds}, each kept {self.ttl:g}s for its download "
+                   f"({ref('files_ttl')}); retry in {wait} s")
+        return Overloaded(as_flags(message), headers={"Retry-After": str(wait)})
 
     def get(self, key: str) -> Optional[StoredFile]:
         self.expire()
@@ -277,7 +329,7 @@ async def translate_file(request: Request) -> dict[str, str]:
     """LibreTranslate-compatible: a .txt or .html `file` (multipart), `source` (or auto), `target` (and `api_key`)
     -> `translatedFileUrl`, where the translation can be downloaded for --files-ttl seconds."""
     service: Service = request.app.state.service
-    async with request.form(max_part_size=service.cfg.body_limit) as form:
+    async with form_of(request, service) as form:
         fields = {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
         service.check_key(fields.get("api_key"))
         upload = form.get("file")
@@ -289,9 +341,11 @@ async def translate_file(request: Request) -> dict[str, str]:
         name = checked_name(upload.filename)
         text = file_text(await upload.read())
     fmt, media_type = FILE_FORMATS[os.path.splitext(name)[1].lower()]
-    source = await source_of(service, text, fmt, fields["source"], fields["target"])
-    done = await service.translate_texts(request, [text], source, fields["target"], format=fmt)
-    key = request.app.state.files.put(name, done[0].text.encode("utf-8"), media_type)
+    store: FileStore = request.app.state.files
+    with store.slot():  # a full store refuses now, not after translating (never a link to a file dropped early)
+        source = await source_of(service, text, fmt, fields["source"], fields["target"])
+        done = await service.translate_texts(request, [text], source, fields["target"], format=fmt, file=True)
+        key = store.put(name, done[0].text.encode("utf-8"), media_type)
     return {"translatedFileUrl": f"{request.base_url}download_file/{quote(key)}"}
 
 

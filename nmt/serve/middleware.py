@@ -66,8 +66,10 @@ class Gate:
 
     `body_limit`: bytes a request body may hold (413 beyond, from Content-Length before anything is read,
     else as soon as the streamed bytes pass it; the connection is then closed, the rest never read).
-    `body_timeout`: seconds a client may take to send its body (408 after). `on_done(record)` is called
-    once per request; `on_error(line)` gets one line per failure the application let escape. `wrap`: an ASGI
+    `body_timeout`: seconds a client may take to send its whole body, from the request's start (408 after: a bound
+    on the gap between two pieces alone lets a client that sends a byte a second hold its connection for ever).
+    `on_done(record)` is called once per request; `on_error(line)` gets one line per failure the application let
+    escape. `wrap`: an ASGI
     layer between the recording and the rest (CORS), so that what it answers itself (a preflight) is recorded
     and its headers reach every answer, the gate's own refusals included."""
 
@@ -122,6 +124,7 @@ class Gate:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send, record: RequestRecord) -> None:
         received = 0
+        deadline = record.clock + self.body_timeout  # the whole body by then, however it trickles in
         length, chunked = body_headers(scope)
         body_done = not (length or chunked)
         if length is not None and length > self.body_limit:
@@ -133,7 +136,7 @@ class Gate:
                 message = await receive()
             else:
                 try:
-                    message = await asyncio.wait_for(receive(), self.body_timeout)
+                    message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.0))
                 except asyncio.TimeoutError:
                     raise BodyProblem(408, as_flags(f"the body did not arrive within {self.body_timeout:g}s "
                                                       f"({ref('timeout')})")) from None

@@ -8,11 +8,12 @@ from typing import Any, Optional, cast
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from nmt.documents.texts import TextTranslation
 from nmt.serve.backend import Direction
 from nmt.serve.http_errors import RequestError, error_response, shown
 from nmt.serve.middleware import CONTENT_TYPE
 from nmt.serve.schemas import ERRORS, Health, TranslateRequest, TranslateResponse, settings_of
-from nmt.serve.service import Service, translating
+from nmt.serve.service import Service, fewer_note, translating
 
 router = APIRouter(tags=["nmt"])
 
@@ -28,17 +29,28 @@ async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     several directions), `format` (text, html), `scores`, per-request `beam` and `nbest`."""
     service = service_of(request)
     service.check_key(body.api_key or request.query_params.get("api_key"))
+    texts = service.texts(body.text, body.format)
+    if body.source is not None and body.source == body.target and body.target in service.codes:
+        done = await service.translate_texts(request, texts, body.source, body.target, format=body.format)
+        return {"translations": rows(done, body.scores, settings_of(body).get("nbest") or 1), "model": None,
+                "untranslated": True}  # already in the target language: back as they were, no model asked
     src, tgt = direction_of(service, body.source, body.target)
-    texts = service.texts(body.text)
     search = service.search_for(settings_of(body), direction=(src, tgt))
     done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search, status=422)
-    if search.nbest > 1:
-        out: list[Any] = [[{"text": text, "score": round(h.score, 4)} for text, h in t.hypotheses] for t in done]
-    elif body.scores:
-        out = [{"text": t.text, "score": round(t.score, 4)} for t in done]
-    else:
-        out = [t.text for t in done]
-    return {"translations": out, "model": dataclasses.asdict(service.directions[src, tgt])}
+    out = {"translations": rows(done, body.scores, search.nbest),
+           "model": dataclasses.asdict(service.directions[src, tgt])}
+    if search.nbest > 1 and (note := fewer_note(done, search.nbest)):
+        out["note"] = note
+    return out
+
+
+def rows(done: list[TextTranslation], scores: bool, nbest: int) -> list[Any]:
+    """The answer's translations: each text's, or with `scores` its text and score, or with n-best a list of them."""
+    if nbest > 1:
+        return [[{"text": text, "score": round(h.score, 4)} for text, h in t.hypotheses] for t in done]
+    if scores:
+        return [{"text": t.text, "score": round(t.score, 4)} for t in done]
+    return [t.text for t in done]
 
 
 def direction_of(service: Service, source: Optional[str], target: Optional[str]) -> Direction:

@@ -68,7 +68,11 @@ class TranslateResponse(BaseModel):
     translations: Union[list[str], list[Scored], list[list[Scored]]] = Field(
         description="one per text, in order; with scores a {text, score}; with nbest > 1 a list of {text, score}, "
                     "best first")
-    model: Model
+    model: Optional[Model] = Field(description="the model that translated (null where source and target are one "
+                                               "language: the texts come back as they were)")
+    untranslated: bool = Field(False, description="true where source and target are one language")
+    note: Optional[str] = Field(None, description="with nbest > 1, where a text has fewer distinct translations than "
+                                                  "nbest: the search (twice as wide) found no more")
 
 
 class LibreRequest(BaseModel):
@@ -82,6 +86,8 @@ class LibreRequest(BaseModel):
     alternatives: int = Field(0, ge=0, description="other translations to add, best first")
     scores: bool = Field(False, description="nmt's extension: add `scores`, each translation's mean token "
                                             "log-probability (0 at best)")
+    detectEach: bool = Field(False, description="nmt's extension: with source auto, detect each text's language "
+                                                "(LibreTranslate detects one for the whole list)")
     api_key: Optional[StrictStr] = Field(None, description="needed when the server was started with --api-keys")
 
 
@@ -95,6 +101,11 @@ class LibreResponse(BaseModel):
     detectedLanguage: Optional[Union[Detected, list[Detected]]] = Field(None, description="with source auto")
     alternatives: Optional[Union[list[str], list[list[str]]]] = Field(None, description="with alternatives > 0")
     scores: Optional[Union[float, list[float]]] = Field(None, description="with scores (nmt's extension)")
+    untranslated: Optional[Union[bool, list[bool]]] = Field(
+        None, description="nmt's extension, where a text was in the target language already (given or detected): "
+                          "true for it, its text given back as it was")
+    note: Optional[str] = Field(None, description="nmt's extension, where a text has fewer distinct alternatives than "
+                                                  "asked: the search (twice as wide) found no more")
 
 
 class DetectRequest(BaseModel):

@@ -98,9 +98,10 @@ def serve(engines: Sequence[Engine], infos: Sequence[ModelInfo], cfg: ServeConfi
     `check_files(cfg)` returned (None: the files are checked, and the keys read, when the application is made);
     `split`: texts cut into sentences."""
     import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     from nmt.serve.app import create_app
-    from nmt.serve.drain import BACKSTOP, DrainingServer
+    from nmt.serve.drain import BACKSTOP, DrainingServer, bounded, connection_limit
     from nmt.serve.middleware import access_line
 
     def ready() -> None:
@@ -108,9 +109,12 @@ def serve(engines: Sequence[Engine], infos: Sequence[ModelInfo], cfg: ServeConfi
 
     with access_log(cfg.access_log) as write:
         gate = create_app(engines, infos, cfg, on_ready=ready, split=split, on_error=lambda line: log(f"error: {line}"),
+                          on_note=log,
                           on_done=(lambda record: write(access_line(record))) if write else (lambda record: None),
                           keys=keys)
-        config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on",
+        limit = connection_limit(cfg.max_connections)
+        config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on", limit_concurrency=limit,
+                                http=bounded(AutoHTTPProtocol, limit, cfg.timeout),
                                 timeout_graceful_shutdown=BACKSTOP)
         server = DrainingServer(config, gate, cfg.drain_timeout, log)
         # uvicorn turns SIGINT/SIGTERM into a graceful shutdown, then raises the signal again for the handler

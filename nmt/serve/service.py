@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hmac
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,24 +16,25 @@ from types import MappingProxyType
 from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 from nmt.config import SearchConfig, ServeConfig, check_field
+from nmt.config.fields import MAX_BEAM
 from nmt.config.flags import as_fields, as_flags
 from nmt.core.compression import SMALL_TEXT_LIMIT, codec_of_name, read_small_text
 from nmt.core.errors import ConfigError, ref, render_refs
 from nmt.core.files import check_output_file
-from nmt.documents.texts import FORMATS, TextTranslation, check_search
-from nmt.engines.base import Translation
+from nmt.documents.texts import FORMATS, NOTHING, TextTranslation, Work, check_search, plan
 from nmt.serve.backend import Direction, Job, ModelInfo
 from nmt.serve.batcher import Batcher
 from nmt.serve.http_errors import ClientGone, RequestError, TooLarge, shown
 from nmt.text.languages import Detection, Detector, language_name
-from nmt.text.markup import texts_of
+from nmt.text.markup import parse_html
 
 LINES_KEY = "nmt.lines"  # the ASGI scope entry where an endpoint notes how many lines it translated
-SHORT = 40  # characters: a text of a list up to this long takes the language detected in the whole list, as in
-# LibreTranslate (too short to tell alone)
 SHOWN_SOURCES = 12  # an error names the directions of this many source languages at most (a multilingual model's
 # may be hundreds)
 DetectorFactory = Callable[[Sequence[str]], Any]  # candidates -> an object with detect(text) -> list[Detection]
+UNCHANGED = NOTHING  # the hypothesis of a text given back as it is (its language is the target's)
+DISTINCT_WIDTH = 2  # an n-best request searches this many times n wide, for n distinct texts
+INLINE_CHARS = 2000  # a plain-text request this short is cut into sentences on the event loop (no thread hand-off)
 TRANSLATES = "nmt_translates"  # the attribute that marks a translating route's endpoint
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,6 +72,7 @@ class Service:
     searches: dict[Direction, SearchConfig] = field(default_factory=dict)  # each direction's default search
     detector: DetectorFactory = Detector
     detectors: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    split: bool = True  # texts cut into sentences (--no-split: each line is one)
     no_detector: str = ""  # why the detector cannot be built (its package missing): said to requests that need it
 
     @property
@@ -90,7 +93,7 @@ class Service:
         those with each target for source auto), built once (at start-up, in a thread: loading is slow)."""
         try:
             for tgt in [None, *dict.fromkeys(t for _, t in self.directions)]:
-                self.detector_of(self.sources if tgt is None else self.sources_to(tgt))
+                self.detector_of(self.sources if tgt is None else list(dict.fromkeys([*self.sources_to(tgt), tgt])))
         except ConfigError as e:  # the server still translates from the languages a request names
             self.no_detector = str(e)
 
@@ -107,20 +110,25 @@ class Service:
             raise RequestError(f"cannot detect the language: {self.no_detector}; give source", 400)
         return list(self.detector_of(self.sources if among is None else among).detect(text))
 
-    async def detect_sources(self, texts: list[str], target: str, format: str = "text") -> list[Detection]:
-        """The source language of each text among those this server translates to `target`, as LibreTranslate
-        decides it for source auto: a text of a list up to SHORT characters takes the language detected in the
-        whole list; a text without evidence the first candidate, with confidence 0 (LibreTranslate falls back to
-        English); html is read without its tags. A 400 naming what this server translates where none translates
-        to `target`."""
-        among = self.sources_to(target)
-        if not among:
+    async def detect_sources(self, texts: list[str], target: str, format: str = "text",
+                             each: bool = False) -> list[Detection]:
+        """The source language of each text, as LibreTranslate 1.9 decides it for source auto: one language for a
+        whole list, detected in all its texts together (`each`, nmt's extension: each text its own); the candidates
+        are the served sources that translate to `target`, and `target` itself (a text already in it comes back
+        unchanged); a text without evidence gets the first candidate, with confidence 0 (LibreTranslate falls back
+        to English); html is read as the text it would translate (`nmt.text.markup.parse_html`: no tags, scripts,
+        styles). A 400 naming what this server translates where none translates to `target`."""
+        sources = self.sources_to(target)
+        if not sources:
             self.direction(self.sources[0], target)
-        words = [" ".join(texts_of(text)) for text in texts] if format == "html" else texts
+        among = list(dict.fromkeys([*sources, target]))
+        words = [" ".join(parse_html(text).texts) for text in texts] if format == "html" else texts
 
         def detect_all() -> list[Detection]:
-            overall = self.detect("\n".join(words), among) if len(words) > 1 else []
-            found = [overall if len(words) > 1 and len(text) <= SHORT else self.detect(text, among) for text in words]
+            if each or len(words) == 1:
+                found = [self.detect(text, among) for text in words]
+            else:
+                found = [self.detect("\n".join(words), among)] * len(words)
             return [candidates[0] if candidates else Detection(among[0], 0.0) for candidates in found]
 
         return await asyncio.get_running_loop().run_in_executor(None, detect_all)
@@ -143,6 +151,11 @@ class Service:
         more = len(targets) - len(parts)
         listed = ("; " if any(len(t) > 1 for t in targets.values()) else ", ").join(parts)
         return listed + (f" and {more} more source languages (GET /languages lists them)" if more > 0 else "")
+
+    @property
+    def codes(self) -> set[str]:
+        """Every language served, as a source or a target."""
+        return {code for direction in self.directions for code in direction}
 
     def direction(self, source: str, target: str) -> Direction:
         """(source, target) when this server translates it; a 400 in LibreTranslate's words otherwise."""
@@ -168,27 +181,41 @@ class Service:
         if not any(hmac.compare_digest(given, k.encode()) for k in self.keys):
             raise RequestError("Invalid API key", 403)
 
-    def texts(self, text: Union[str, list[str]]) -> list[str]:
-        """The request's texts, checked against --max-lines (the lines of all of them) and --max-chars (each
-        line). A text is translated whole: its lines and sentences come back in its own layout."""
+    def texts(self, text: Union[str, list[str]], format: str = "text", file: bool = False) -> list[str]:
+        """The request's texts. Plain text (not a `file`) is checked against --max-lines (the lines of all of them)
+        and --max-chars (each line); an HTML text or a file is bounded once read (`check_work`). A text is
+        translated whole: its lines and sentences come back in its own layout."""
         texts = [text] if isinstance(text, str) else list(text)
         if not texts:
             raise RequestError("no text to translate: give a string or a non-empty list of strings", 400)
-        lines = [line for t in texts for line in split(t)]
+        if format != "text" or file:
+            for i, t in enumerate(texts):
+                check_unicode(t, f"text {i}")
+            if format == "text" and (size := sum(map(len, texts))) > self.cfg.max_document_chars:  # before reading
+                raise TooLarge(as_flags(f"{size} characters of text to translate in one request; at most "
+                                        f"{self.cfg.max_document_chars} ({ref('max_document_chars')})"))
+            return texts
+        lines = [line for t in texts for line in lines_of(t)]
         if len(lines) > self.cfg.max_lines:
             raise TooLarge(as_flags(f"{len(lines)} lines in one request; at most {self.cfg.max_lines} "
-                                    f"({ref('max_lines')})"))
+                                    f"({ref('max_lines')}; an HTML page or a file is bounded by "
+                                    f"{ref('max_document_chars')})"))
         for i, line in enumerate(lines):
             if len(line) > self.cfg.max_chars:
                 raise TooLarge(as_flags(f"line {i} has {len(line)} characters; at most {self.cfg.max_chars} "
                                         f"({ref('max_chars')})"))
-            if not line.isascii():
-                try:
-                    line.encode("utf-8")
-                except UnicodeEncodeError as e:  # a lone surrogate: "\ud800" in JSON is no character
-                    raise RequestError(f"line {i}: character {e.start} is a lone surrogate ({line[e.start]!a}), "
-                                       "not text; send valid Unicode", 400) from None
+            check_unicode(line, f"line {i}")
         return texts
+
+    def check_work(self, work: Work, document: bool) -> None:
+        """TooLarge unless `work` is within --max-sentences, and (an HTML text or a file: a `document`)
+        --max-document-chars."""
+        if document and work.characters > self.cfg.max_document_chars:
+            raise TooLarge(as_flags(f"{work.characters} characters of text to translate in one request; at most "
+                                    f"{self.cfg.max_document_chars} ({ref('max_document_chars')})"))
+        if len(work.sentences) > self.cfg.max_sentences:
+            raise TooLarge(as_flags(f"{len(work.sentences)} sentences in one request once its text is cut into "
+                                    f"sentences; at most {self.cfg.max_sentences} ({ref('max_sentences')})"))
 
     @property
     def widest(self) -> int:
@@ -221,33 +248,64 @@ class Service:
     async def translate_texts(self, request: Any, texts: list[str], source: str, target: str, *,
                               format: str = "text", search: Optional[SearchConfig] = None,
                               settings: Optional[dict[str, Any]] = None, status: int = 400,
-                              names: Mapping[str, str] = MappingProxyType({})) -> list[TextTranslation]:
+                              names: Mapping[str, str] = MappingProxyType({}), file: bool = False
+                              ) -> list[TextTranslation]:
         """One TextTranslation per text, of the direction `source` to `target` (a 400 in LibreTranslate's words
-        when this server does not translate it), in `format` ("text" or "html"), with `search` (or the
-        direction's default search with the request's `settings`, see `search_for`; a 400 when out of range).
-        `status`: the answer to a search the documents cannot take (html with n-best), whose message names the
-        request's fields by `names` (nbest: alternatives) or as the fields themselves."""
+        when this server does not translate it), in `format` ("text" or "html"; a `file`'s: bounded as a
+        document), with `search` (or the direction's default search with the request's `settings`, see
+        `search_for`; a 400 when out of range). `status`: the answer to a search the documents cannot take (html
+        with n-best), whose message names the request's fields by `names` (nbest: alternatives) or as the fields
+        themselves.
+
+        The texts are cut into sentences (an HTML text read first) and bounded (`check_work`); the sentences are
+        queued as the request's work, then the alignments that the inline markup of its HTML needs: the batcher
+        takes them in slices, in turns with other requests, and drops what is left when the client leaves."""
+        if source == target and target in self.codes:  # already in the target language: back as it is
+            check_format(format)
+            return [TextTranslation(t, [(t, UNCHANGED)], t) for t in self.texts(texts, format, file)]
         direction = self.direction(source, target)
         check_format(format)
-        texts = self.texts(texts)
+        texts = self.texts(texts, format, file)
         if search is None:
             search = self.search_for(settings or {}, 400, direction)
         try:
             check_search(cast(Any, format), search.nbest)
         except ConfigError as e:
             raise RequestError(render_refs(str(e), lambda name, off: names.get(name, name)), status) from None
-        done = await self.translate(request, texts, Job(direction, search, cast(Any, format)))
-        request.scope[LINES_KEY] = request.scope.get(LINES_KEY, 0) + sum(len(split(t)) for t in texts)
-        return [t if isinstance(t, TextTranslation) else as_text(t) for t in done]
+        asked = search.nbest
+        if asked > 1:  # token sequences that read the same ("Hund." and "Hund" + "."): search wider, keep the distinct
+            wide = min(MAX_BEAM, DISTINCT_WIDTH * asked)
+            search = dataclasses.replace(search, nbest=wide, beam=max(search.beam, wide))
+        deadline = asyncio.get_running_loop().time() + self.cfg.timeout
+        reading = functools.partial(plan, texts, source, self.split, cast(Any, format), target)
+        # reading a page or a long text takes a while: not on the event loop, which serves every other client
+        small = format == "text" and sum(map(len, texts)) <= INLINE_CHARS
+        work = reading() if small else await asyncio.to_thread(reading)
+        self.check_work(work, format != "text" or file)
+        done = await self.translate(request, work.sentences, Job(direction, search), deadline)
+        pieces = work.assemble(done, search.nbest)
+        aligned = work.aligned(pieces)
+        pairs = await self.translate(request, [pieces[i] for i in aligned], Job(direction, search, "alignments"),
+                                     deadline)
+        finishing = functools.partial(work.finish, pieces, dict(zip(aligned, pairs)))
+        out = finishing() if format == "text" else await asyncio.to_thread(finishing)
+        if asked > 1:
+            out = [distinct(t, asked) for t in out]
+        request.scope[LINES_KEY] = request.scope.get(LINES_KEY, 0) + sum(len(lines_of(t)) for t in texts)
+        return out
 
-    async def translate(self, request: Any, texts: list[str], job: Job) -> list[Translation]:
-        """The translations of `texts`, in order, from the batcher. A request whose client leaves, or that
-        waits longer than --timeout, is taken back from the queue: none of its texts is translated after the batch
-        in progress (the batcher translates a request in slices)."""
-        pending = self.batcher.submit(texts, job)
+    async def translate(self, request: Any, items: list[Any], job: Job, deadline: float) -> list[Any]:
+        """The results of `items` (sentences or alignments: `Job`), in order, from the batcher. A request whose
+        client leaves, or that is not done by `deadline` (the event loop's time: --timeout after it came), is
+        taken back from the queue: none of its items is done after the batch in progress (the batcher takes a
+        request in slices)."""
+        if not items:
+            return []
+        pending = self.batcher.submit(items, job)
         gone = asyncio.ensure_future(disconnected(request.receive))
         try:
-            await asyncio.wait((pending.future, gone), timeout=self.cfg.timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((pending.future, gone), timeout=max(0.0, deadline - asyncio.get_running_loop().time()),
+                               return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
         if pending.future.done():
@@ -259,9 +317,34 @@ class Service:
                            504)
 
 
-def as_text(t: Translation) -> TextTranslation:
-    """A sentence's Translation as a text's (a stand-in engine that gives Translations, in tests)."""
-    return TextTranslation(t.text, t.hypotheses, t.source, [t])
+def distinct(t: TextTranslation, n: int) -> TextTranslation:
+    """`t` with its first `n` hypotheses of distinct texts (best first): fewer where the search found no more."""
+    first: dict[str, Any] = {}
+    for text, h in t.hypotheses:
+        first.setdefault(text, (text, h))
+    hypotheses = list(first.values())[:n]
+    return dataclasses.replace(t, hypotheses=hypotheses)
+
+
+def fewer_note(done: Sequence[TextTranslation], n: int) -> Optional[str]:
+    """What an answer says where some texts have fewer than `n` distinct translations (None where none has)."""
+    short = [i for i, t in enumerate(done) if len(t.hypotheses) < n and t.source.strip()
+             and (not t.hypotheses or t.hypotheses[0][1] is not UNCHANGED)]  # (given back as it was: no search)
+    if not short:
+        return None
+    return (f"{len(short)} of {len(done)} text(s) have fewer than {n} distinct translations (text(s) "
+            f"{', '.join(map(str, short[:SHOWN_SOURCES]))}{', ...' if len(short) > SHOWN_SOURCES else ''}): a search "
+            f"{min(MAX_BEAM, DISTINCT_WIDTH * n)} wide found no more")
+
+
+def check_unicode(text: str, what: str) -> None:
+    """A 400 for a text holding a lone surrogate ("\\ud800" in JSON is no character)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise RequestError(f"{what}: character {e.start} is a lone surrogate ({text[e.start]!a}), not text; "
+                               "send valid Unicode", 400) from None
 
 
 async def disconnected(receive: Any) -> None:
@@ -273,10 +356,12 @@ async def disconnected(receive: Any) -> None:
         pass
 
 
-def split(text: str) -> list[str]:
-    """A text's lines (\\n, \\r\\n or \\r), the empty ones kept: they come back empty, and the line breaks
-    come back where they were."""
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+def lines_of(text: str) -> list[str]:
+    """A text's lines (\\n, \\r\\n or \\r), the empty ones kept (they come back empty, and the line breaks come
+    back where they were), as a file's lines are counted: a line break at the end of the text ends its last line
+    rather than starting one more (a file of 256 lines, each ending in a newline, is 256 lines)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if len(lines) > 1 and lines[-1] == "" else lines
 
 
 def check_files(cfg: ServeConfig) -> Optional[frozenset[str]]:

@@ -8,7 +8,7 @@ import functools
 import hashlib
 import re
 from importlib import resources
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fastapi import APIRouter
 from fastapi.responses import Response
@@ -29,6 +29,7 @@ router = APIRouter(tags=["page"])
 CORS_METHODS = ("GET", "POST")
 CORS_HEADERS = ("Authorization", "Content-Type")  # LibreTranslate's Access-Control-Allow-Headers
 CORS_EXPOSED = ("Retry-After", "Content-Disposition")  # what a page may read of an answer, beyond the basics
+REFUSED_SAID = 100  # refused origins said in the log at most (a client can make up any number of them)
 CORS_MAX_AGE = 20 * 86400  # LibreTranslate's Access-Control-Max-Age (browsers cap it lower)
 
 
@@ -36,14 +37,33 @@ CORS_MAX_AGE = 20 * 86400  # LibreTranslate's Access-Control-Max-Age (browsers c
 
 
 class Cors(CORSMiddleware):
-    """Starlette's CORS middleware, but a preflight it refuses is a JSON error, and an origin it does not
-    allow gets no CORS header at all (Starlette would still send Access-Control-Expose-Headers)."""
+    """Starlette's CORS middleware, but a preflight it refuses is a JSON error, an origin it does not allow gets
+    no CORS header at all (Starlette would still send Access-Control-Expose-Headers), and is told to `on_refused`
+    once (the browser alone shows the page's failure: the server's log is where its operator looks)."""
+
+    def __init__(self, app: ASGIApp, on_refused: Callable[[str], None] = lambda line: None, **options: Any):
+        super().__init__(app, **options)
+        self.on_refused = on_refused
+        self.refused: set[str] = set()
+
+    def refuse(self, origin: str) -> None:
+        """Say once per origin (of the first REFUSED_SAID) that it was refused, and why."""
+        if origin in self.refused or len(self.refused) >= REFUSED_SAID:
+            return
+        self.refused.add(origin)
+        allowed = ", ".join(self.allow_origins)
+        self.on_refused(as_flags(
+            f"CORS: refused the origin {shown(origin)}: not one of {ref('cors_origins')} {allowed} (a page's origin is "
+            "its scheme, host and port as its address bar has them: http://localhost:8080 and http://127.0.0.1:8080 "
+            "are two origins); its pages cannot read this server's answers"))
 
     def preflight_response(self, request_headers: Headers) -> Response:
         response = super().preflight_response(request_headers)
         if response.status_code == 200:
             return response
         what = bytes(response.body).decode()  # "Disallowed CORS origin, method"
+        if not self.is_allowed_origin(request_headers["origin"]):
+            self.refuse(request_headers["origin"])
         asked = request_headers["access-control-request-method"]
         if "access-control-request-headers" in request_headers:
             asked += " with " + request_headers["access-control-request-headers"]
@@ -55,6 +75,7 @@ class Cors(CORSMiddleware):
     async def send(self, message: Message, send: Send, request_headers: Headers) -> None:
         origin = request_headers.get("origin")
         if message["type"] == "http.response.start" and origin is not None and not self.is_allowed_origin(origin):
+            self.refuse(origin)
             message.setdefault("headers", [])
             MutableHeaders(scope=message).add_vary_header("Origin")
             await send(message)
@@ -62,16 +83,19 @@ class Cors(CORSMiddleware):
         await super().send(message, send, request_headers)
 
 
-def cors(cfg: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:
+def cors(cfg: ServeConfig, on_refused: Callable[[str], None] = lambda line: None) -> Callable[[ASGIApp], ASGIApp]:
     """The CORS layer of --cors-origins, for the Gate to wrap around the application."""
-    return functools.partial(Cors, allow_origins=cfg.origins, allow_methods=CORS_METHODS, allow_headers=CORS_HEADERS,
+    return functools.partial(Cors, on_refused=on_refused, allow_origins=cfg.origins, allow_methods=CORS_METHODS,
+                             allow_headers=CORS_HEADERS,
                              expose_headers=CORS_EXPOSED, max_age=CORS_MAX_AGE)
 
 
-def install(app: FastAPI, cfg: ServeConfig) -> Callable[[ASGIApp], ASGIApp]:
-    """Add the page to `app`; the CORS layer, for the Gate to wrap around the application."""
+def install(app: FastAPI, cfg: ServeConfig, log: Callable[[str], None] = lambda line: None
+            ) -> Callable[[ASGIApp], ASGIApp]:
+    """Add the page to `app`; the CORS layer (an origin it refuses said on `log`), for the Gate to wrap around the
+    application."""
     app.include_router(router)
-    return cors(cfg)
+    return cors(cfg, log)
 
 
 # -- the page ---------------------------------------------------------------------------------------

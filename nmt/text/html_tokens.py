@@ -13,6 +13,14 @@ from typing import Optional
 Attrs = list[tuple[str, Optional[str]]]
 Token = tuple[str, str, Attrs, str]  # kind, tag name, attributes, the text as written
 MARKUP = re.compile(r"<[A-Za-z/!?]")
+ATTRIBUTE = re.compile(r"""([^\s/>"'=][^\s/>=]*)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
+
+
+def set_attribute(raw: str, names: tuple[str, ...], value: str) -> str:
+    """The start tag `raw` with the value of each attribute of `names` that it has (lower-case) set to `value`."""
+    def replace(m: re.Match[str]) -> str:
+        return f'{m.group(1)}="{value}"' if m.group(1).lower() in names and m.group(2) is not None else m.group()
+    return raw[0] + ATTRIBUTE.sub(replace, raw[1:]) if value.isascii() and value.replace("-", "").isalnum() else raw
 
 
 class _Parser(HTMLParser):

@@ -1,13 +1,12 @@
 """Translating HTML while keeping its markup: `translate_html`.
 
-The standard library's tolerant `html.parser` cuts the document into tokens, each kept as written; the text of each
-block and each translatable attribute value go to one call of `translate`; the rest is written back as it was.
-
+`html.parser` (tolerant) cuts the document into tokens kept as written; the text of each block and translatable
+attribute goes to one call of `translate`; the rest is written back as it was; lang on <html> becomes the target's.
 - Blocks: a non-inline element (p, div, li, td, h1, title, option, button, unknown ones), <br> or <hr> ends a text.
 - Inline elements (`INLINE`: a, b, em, span, sub, label, font, ...) stay in the text; their tags go round the target
   words aligned to their source words (without alignment: the same share of the translation), a child inside its
   parent, a range that would cross another grown to hold it. Markup inside a word (H<sub>2</sub>O) keeps its place
-  where the aligned target word is as long as the source word.
+  where the aligned target word copies the source word (case aside); else it goes round whole target words.
 - Untouched, content and all: `UNTOUCHED` (script, style, code, pre, textarea: what a form sends, ...), and elements
   with translate="no" or the class "notranslate" (translate="yes" inside included).
 - Objects, kept as written after the target word aligned to the source word before them: untouched inline elements,
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from nmt.core.errors import InputError
-from nmt.text.html_tokens import Attrs, Token, tokens
+from nmt.text.html_tokens import ATTRIBUTE, Attrs, Token, set_attribute, tokens
 
 
 @dataclass(frozen=True)
@@ -64,30 +63,37 @@ SPACE = " \t\n\r\f"  # HTML's whitespace
 RUNS = re.compile(r"[ \t\n\r\f]+|[^ \t\n\r\f]+")
 WORD = re.compile(r"\S+")  # a word of str.split()
 ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
-ATTRIBUTE = re.compile(r"""([^\s/>"'=][^\s/>=]*)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
 
 
 
-def translate_html(html: str, translate: Translate) -> str:
-    """`html` (a fragment or a whole document) with the text of each block translated and every tag kept.
+def translate_html(html: str, translate: Translate, lang: Optional[str] = None) -> str:
+    """`html` (a fragment or a whole document) with the text of each block translated, every tag kept (lang on <html>
+    set to `lang`): `translate` is called once with every text to translate, giving one `Aligned` per text, in order."""
+    return (parsed := parse_html(html, lang)).join(list(translate(parsed.texts)) if parsed.texts else [])
 
-    `translate` is called once with every text to translate (not at all where there is none), and must return one
-    `Aligned` per text, in order."""
+
+@dataclass
+class Parsed:
+    """An HTML document read once (`parse_html`): the texts to translate (its blocks' and translatable attributes',
+    without tags, scripts, styles or anything else kept as written: also what a language detector should read),
+    whether each holds inline markup (placed through a word alignment: only those need one), and `join`."""
+
+    texts: list[str]
+    inline: list[bool]
+    parts: list[Part]
+
+    def join(self, results: list[Aligned]) -> str:
+        """The document with each text replaced by its translation (one `Aligned` per text, in order)."""
+        if len(results) != len(self.texts) or not all(isinstance(r, Aligned) for r in results):
+            raise InputError(f"{len(results)} results for {len(self.texts)} texts: one Aligned per text, in order")
+        return _join(self.parts, results)
+
+
+def parse_html(html: str, lang: Optional[str] = None) -> Parsed:  # lang: what lang on <html> becomes
     if not isinstance(html, str):
         raise TypeError(f"translate_html takes the HTML as a str, not {type(html).__name__}")
-    (document := _Document()).walk(tokens(html))
-    results = list(translate(list(document.texts))) if document.texts else []
-    if len(results) != len(document.texts) or not all(isinstance(r, Aligned) for r in results):
-        raise InputError(f"translate returned {len(results)} results for {len(document.texts)} texts: it must "
-                         "return one Aligned per text, in order")
-    return _join(document.out, results)
-
-
-def texts_of(html: str) -> list[str]:
-    """The texts of `html` that `translate_html` translates (its blocks' and its translatable attributes'), without
-    tags, comments, scripts, styles or anything else kept as written: what a language detector should read."""
-    (document := _Document()).walk(tokens(html))
-    return list(document.texts)
+    (document := _Document(lang)).walk(tokens(html))
+    return Parsed(document.texts, document.inline, document.out)
 
 
 @dataclass
@@ -143,8 +149,8 @@ def _flat(nodes: list[Node], text: bool = True) -> list[Part]:
     return parts
 
 
-def _block(nodes: list[Node], texts: list[str]) -> list[Part]:
-    """A block as parts: its text to translate (into `texts`), and what stands before and after it as written."""
+def _block(nodes: list[Node], texts: list[str], inline: list[bool]) -> list[Part]:
+    """A block as parts: its text to translate (into `texts`; into `inline`: if it holds inline tags), the rest."""
     nodes = _atomize(nodes)
     bearing = [i for i, node in enumerate(nodes) if _bears(node)]
     if not bearing:
@@ -158,6 +164,7 @@ def _block(nodes: list[Node], texts: list[str]) -> list[Part]:
         core[-1] = core[-1].rstrip(SPACE)
     block = _Block(core, len(texts))
     texts.append(block.text.lstrip(" "))
+    inline.append(bool(block.elems or block.objects))
     return [*head, block, *tail]
 
 
@@ -165,7 +172,7 @@ class _Target:
     """A block's translation, and where each place of the source text went in it."""
 
     def __init__(self, source: str, result: Aligned):
-        self.src = [m.span() for m in WORD.finditer(source)]
+        self.source, self.src = source, [m.span() for m in WORD.finditer(source)]
         self.starts, self.ends = [s for s, _ in self.src], [e for _, e in self.src]
         self.text = result.text
         self.tgt = [m.span() for m in WORD.finditer(self.text)]
@@ -191,11 +198,11 @@ class _Target:
         return start, max(start, min(m - 1, (2 * (last + 1) * m + n) // (2 * n) - 1))
 
     def inside(self, at: int, word: int, target: Optional[int] = None) -> Optional[int]:
-        """Where `at`, inside source word `word`, is in the aligned target word of its length (`target` if given)."""
+        """Where `at`, inside source word `word`, is in the aligned target word that copies it (`target` if given)."""
         if not (0 <= word < len(self.src) and self.starts[word] < at < self.ends[word]):
             return None
-        size = self.ends[word] - self.starts[word]
-        mirror = next((t for t in self.links[word] if self.tgt[t][1] - self.tgt[t][0] == size), None)
+        written = self.source[self.starts[word]:self.ends[word]].casefold()  # H2O; not dem, as long as H2O
+        mirror = next((t for t in self.links[word] if self.text[slice(*self.tgt[t])].casefold() == written), None)
         if mirror is None or target not in (None, mirror):
             return None
         return self.tgt[mirror][0] + at - self.starts[word]
@@ -206,8 +213,10 @@ class _Target:
         last = max(first, min(bisect_left(self.starts, end) - 1, len(self.src) - 1))
         t_first, t_last = self.words(first, last)
         a, b = self.inside(start, first, t_first), self.inside(end, last, t_last)
+        # an end inside a word that the translation does not copy: every word whole, the tags at their edges
+        cut = (a is None and self.starts[first] < start) or (b is None and end < self.ends[last])
         a, b = (self.tgt[t_first][0] if a is None else a), (self.tgt[t_last][1] if b is None else b)
-        return (a, b) if a < b else (self.tgt[t_first][0], self.tgt[t_last][1])
+        return (a, b) if a < b and not cut else (self.tgt[t_first][0], self.tgt[t_last][1])
 
     def place(self, at: int, parent: Optional[tuple[int, int]]) -> int:
         """Where an object at `at` goes: after the target word aligned to the source word before it, in `parent`."""
@@ -354,8 +363,7 @@ class _Block:
 
     @staticmethod
     def between(objects: list[_Atom], gap: list[str], results: list[Aligned]) -> str:
-        """Objects with whitespace where they had some around them: the words' `gap` (taken) at the first place,
-        a space at the others."""
+        """Objects with whitespace where they had some around them: the words' `gap` (taken) first, then spaces."""
         out = ""
         for obj in objects:
             out += ((gap.pop() if gap else " ") if obj.before else "") + _join(obj.parts, results)
@@ -372,9 +380,11 @@ def _join(parts: list[Part], results: list[Aligned]) -> str:
 class _Document:
     """Walks the tokens: untouched parts and block boundaries as written, each block's text as a `_Block`."""
 
-    def __init__(self) -> None:
+    def __init__(self, lang: Optional[str] = None) -> None:
+        self.lang = lang  # the translation's language: what lang on <html> is set to
         self.out: list[Part] = []
         self.texts: list[str] = []
+        self.inline: list[bool] = []  # for each text: whether it holds inline markup
         self.root: list[Node] = []  # the block being read
         self.open: list[_Elem] = []  # its inline elements still open
         self.stack: list[str] = []  # the document's elements open, as far as a tolerant reading tells
@@ -420,6 +430,7 @@ class _Document:
         values = dict(reversed(attrs))  # of two attributes with one name, the first counts
         kept = (tag in UNTOUCHED or (values.get("translate") or "").strip().lower() == "no"
                 or "notranslate" in (values.get("class") or "").split())
+        raw = set_attribute(raw, ("lang", "xml:lang"), self.lang) if tag == "html" and self.lang else raw
         parts: list[Part] = [raw] if kept else self.tag(raw, tag, values)
         opens = tag not in VOID and not raw.endswith("/>")  # <br/> or <b/>: it holds nothing
         if opens and kept:
@@ -471,6 +482,7 @@ class _Document:
                 continue  # the parser read it otherwise (or it is a second one), or it has no word: kept
             block = _Block([inner], len(self.texts), quote or '"')
             self.texts.append(block.text.lstrip(" "))
+            self.inline.append(False)
             parts += [raw[done:m.start(2)], block]
             done = m.end(2)
         return [*parts, raw[done:]]
@@ -479,7 +491,8 @@ class _Document:
         while self.open:
             self.unclose()
         if self.root:
-            self.out += _block(self.root, self.texts)  # in place: a copy per block would make the pass quadratic
+            # in place: a copy per block would make the pass quadratic
+            self.out += _block(self.root, self.texts, self.inline)
             self.root = []
 
     def boundary(self, parts: list[Part]) -> None:

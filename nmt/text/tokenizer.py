@@ -32,6 +32,7 @@ from typing import Any, Optional, Protocol, Union, runtime_checkable
 from nmt.core.errors import ConfigError, InputError
 from nmt.core.files import atomic_write
 from nmt.core.identity import tokenizer_identity
+from nmt.core.outputs import claim_file
 from nmt.core.progress import ProgressFn, ignore
 from nmt.text.bpe import BpeTokenizer
 from nmt.text.spm import SentencePieceTokenizer
@@ -150,7 +151,17 @@ def train_tokenizer(kind: str, inputs: list[Path], out: Path, vocab_size: int = 
     if model_type is not None and not cls.model_types:
         typed = " or ".join(k for k, c in TOKENIZER_KINDS.items() if c.model_types)
         raise ConfigError(f"`model_type` goes with `kind` {typed} ({kind} learns {cls.display_name}); drop it")
+    claim_file(out, "`out`", is_model_file, "a subword model")  # never a user's text (train.en, say)
     return cls.train(inputs, out, vocab_size, model_type, sample, seed, threads, progress)
+
+
+def is_model_file(path: Path) -> bool:
+    """Whether `path` is a subword model of a kind nmt knows (one it may write over)."""
+    try:
+        from_file(path)
+        return True
+    except (InputError, ConfigError, OSError, ValueError):
+        return False
 
 
 def describe_kind(tok: Tokenizer) -> str:

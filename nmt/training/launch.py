@@ -19,11 +19,13 @@ from nmt.config import PRESETS, ModelConfig, Overrides, TrainConfig, from_preset
 from nmt.core.errors import ConfigError, TrainingInterrupted, ref
 from nmt.core.files import LOCK_NAME, folder_lock, remove_stale_temporaries, same_file
 from nmt.core.identity import DataIdentity
+from nmt.core.outputs import claim_folder
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.data.dataset import data_identity, longest_pair, read_tokenizer
 from nmt.data.regularization import check_sampling
 from nmt.model import checkpoint
 from nmt.training.distributed import Comm, StopSignal, process_group, spawn, torchrun_env, workers
+from nmt.training.runlog import CONFIG_NAME, LOG_NAME, TENSORBOARD_DIR
 from nmt.training.trainer import Trainer, TrainResult
 
 ModelOverrides = Union[Overrides[ModelConfig], Mapping[str, Any], None]
@@ -210,6 +212,7 @@ def train(data_dir: Path, out_dir: Path, preset: Optional[str] = None, model_ove
 def run_folder(out_dir: Path, progress: ProgressFn) -> Iterator[None]:
     """Hold the run folder's lock (a second `nmt train` on it would interleave two runs' checkpoints and
     log) and delete the temporary files a killed run left behind."""
+    claim_folder(out_dir, ref("out"), (CONFIG_NAME, LOG_NAME, TENSORBOARD_DIR, "checkpoint_*.pt*"), "nmt train")
     created = not out_dir.exists()
     with folder_lock(out_dir):
         try:

@@ -12,7 +12,8 @@ from nmt.config import InferenceConfig, Overrides, SearchConfig, TextConfig, fla
 from nmt.config.command_options import EvalOptions
 from nmt.core.compression import decompressed
 from nmt.core.errors import ConfigError, InputError
-from nmt.core.files import atomic_write, check_distinct, check_output_file, read_lines, stream_lines
+from nmt.core.files import atomic_write, check_output_file, read_lines, stream_lines
+from nmt.core.outputs import check_distinct
 from nmt.core.progress import Progress, ProgressFn
 from nmt.documents.streams import translate_file
 from nmt.documents.texts import Documents

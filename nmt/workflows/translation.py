@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Optional
 
 from nmt.config import InferenceConfig, Overrides, TextConfig
 from nmt.core.errors import ConfigError, InputError, ref
-from nmt.core.files import check_distinct, check_input_file, check_output_file
+from nmt.core.files import check_input_file, check_output_file
+from nmt.core.outputs import check_distinct
 from nmt.core.progress import Progress, ProgressFn
 from nmt.documents.streams import read_chunks
-from nmt.documents.texts import Documents, Format
+from nmt.documents.texts import Documents, Format, TextTranslation
 from nmt.engines.base import Engine, Translation
 from nmt.engines.heatmaps import pharaoh, require_matplotlib, write_heatmaps
+from nmt.engines.search import Hypothesis
 
 
 def check_translate(model: list[Path], inference: Overrides[InferenceConfig], input: Optional[Path],
@@ -40,19 +43,24 @@ def check_translate(model: list[Path], inference: Overrides[InferenceConfig], in
 
 def translated_text(translator: Engine, stream: IO[bytes], log: ProgressFn, alignments: bool = False,
                     attention: Optional[Path] = None, text: TextConfig = TextConfig(), format: Format = "text",
-                    scores: bool = False) -> Iterator[str]:
+                    scores: bool = False, json_lines: bool = False) -> Iterator[str]:
     """The output of each line of `stream` as it is translated (its lines, newline-terminated): each line cut
     into sentences (`text.split`) and put back together; with `attention`, the heatmaps of each line's best
-    translation are written to that folder; with `scores`, each translation is followed by a tab and its score.
-    `format` html: the whole input is one HTML document, written back with its tags."""
+    translation are written to that folder; with `scores`, each translation is followed by a tab and its score;
+    with `json_lines`, each line's output is one JSON object (`as_json`). `format` html: the whole input is one
+    HTML document, written back with its tags."""
     documents = Documents(translator, text.split, format)
     if format == "html":  # check_translate refused --alignments and --attention
         page = read_document(stream, log)
         t = documents.translate_chunk([page])[0]
-        yield t.text + (f"\t{t.score:.4f}" if scores else "") + "\n"
+        yield as_json(t, 1) if json_lines else t.text + (f"\t{t.score:.4f}" if scores else "") + "\n"
         return
     nbest = translator.search_cfg.nbest
     for i, t in enumerate(documents.translate(read_chunks(stream, progress=log))):
+        if json_lines:
+            ranks = range(max(1, len(t.hypotheses)) if nbest > 1 else 1)
+            yield as_json(t, nbest, [pharaoh(documents.alignment(t, r, i)) for r in ranks] if alignments else None)
+            continue
         lines = format_nbest(i, t) if nbest > 1 else [t.text]
         if alignments:
             aligned = [pharaoh(documents.alignment(t, rank, i)) for rank in range(len(lines))]
@@ -81,6 +89,23 @@ def read_document(stream: IO[bytes], log: ProgressFn) -> str:
             raise InputError(f"{ref('input')}: more than {MAX_DOCUMENT >> 20} Mi characters; {ref('format')} html "
                              "translates one document held in memory: split it into pages")
     return "\n".join(lines)
+
+
+def as_json(t: TextTranslation, nbest: int, alignments: Optional[list[str]] = None) -> str:
+    """One line's output as a JSON line: {"text", "score"} (the best translation and its mean token log-probability),
+    "nbest" with n-best (each {"text", "score", "log_prob"}: the search's score, the log-probability), "alignment"
+    with alignments (Pharaoh pairs; with n-best, each hypothesis's)."""
+    row: dict[str, object] = {"text": t.text, "score": round(t.score, 4)}
+    if nbest > 1:
+        hypotheses = t.hypotheses or [("", Hypothesis([], 0.0, 0.0))]
+        entries: list[dict[str, object]] = [{"text": text, "score": round(h.score, 4), "log_prob": round(h.log_prob, 4)}
+                                            for text, h in hypotheses]
+        for entry, alignment in zip(entries, alignments or []):
+            entry["alignment"] = alignment
+        row["nbest"] = entries
+    elif alignments:
+        row["alignment"] = alignments[0]
+    return json.dumps(row, ensure_ascii=False) + "\n"
 
 
 def format_nbest(line_index: int, translation: Translation) -> list[str]:

@@ -28,7 +28,9 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     /frontend/settings), /health, /metrics, /docs; concurrent requests are batched together. Needs the web
     stack: pip install "nmt-toolkit[serve]"."""
     from nmt.cli.console import message_logger
-    from nmt.core.files import check_distinct
+    from nmt.config.flags import as_flags
+    from nmt.core.errors import ref
+    from nmt.core.outputs import check_distinct
     from nmt.core.progress import Progress
     from nmt.engines.choice import open_engine
     from nmt.model.checkpoint import load
@@ -47,10 +49,14 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     log = message_logger()  # the server's log: messages, not each batch's progress
     split = text.apply().split
     say = lambda message: log(Progress("serve", message=message))  # noqa: E731
+    if keys is not None and cfg.origins == ("*",):  # LibreTranslate's default too: said, not silent
+        log(Progress("serve", message=as_flags(
+            f"note: {ref('api_keys')} without {ref('cors_origins')}: a page of any origin may call this server from a "
+            f"browser (with a key); give {ref('cors_origins')} to allow only yours")))
     # one engine per group of checkpoints (`nmt.serve.backend.plan`), shared by a multilingual model's directions;
     # several checkpoints are grouped by the languages they say they translate, their weights mapped, not read
     engines, infos = open_directions(o.model, lambda paths: open_engine(paths, search, options, progress=log),
-                                     lambda path: load(path, mmap=True).data, say)
+                                     lambda path: load(path, mmap=True).data, say, o.name)
     if not serve(engines, infos, cfg, sock, log=say, keys=keys, split=split):
         exit_now()
 

@@ -40,7 +40,7 @@ def translate_command(given: Overrides[TranslateOptions], search: Overrides[Sear
             write = out_file.write if out_file is not None else write_stdout
             translator.progress = report
             for out in translated_text(translator, stream, report, o.alignments, o.attention, text.apply(), o.format,
-                                       o.scores):
+                                       o.scores, o.json):
                 write(out)
     finally:
         if o.input:
