@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -614,3 +615,39 @@ def test_n_best_and_alternatives_are_distinct(path, body, want, note):
         [out["translatedText"], *out["alternatives"]]
     assert got == want
     assert out.get("note") is None if note is None else out["note"].startswith(note), out
+
+
+def test_pages_are_read_one_at_a_time_off_the_event_loop(monkeypatch):
+    """Four pages at once: each is read (parsed and cut into sentences) in the reader thread, one after another
+    (many large pages take one core's turn, not a thread each), while a plain line is answered meanwhile."""
+    from nmt.serve import service
+
+    reading, most, lock = [0], [0], threading.Lock()
+    real_plan = service.plan
+
+    def slow_plan(*args, **kwargs):
+        if args[3] != "html":  # (a short plain line: cut on the event loop)
+            return real_plan(*args, **kwargs)
+        with lock:
+            reading[0] += 1
+            most[0] = max(most[0], reading[0])
+        time.sleep(0.3)
+        with lock:
+            reading[0] -= 1
+        return real_plan(*args, **kwargs)
+
+    monkeypatch.setattr(service, "plan", slow_plan)
+    with in_process(ServeConfig()) as (url, _):
+        def page(i: int) -> requests.Response:
+            return requests.post(url + "/translate", json={"q": f"<p>page {i}.</p>", "source": "en", "target": "de",
+                                                           "format": "html"}, timeout=60)
+        with ThreadPoolExecutor(4) as pool:
+            pages = [pool.submit(page, i) for i in range(4)]
+            start = time.monotonic()
+            r = requests.post(url + "/translate", json={"q": "a line.", "source": "en", "target": "de"}, timeout=60)
+            line_seconds = time.monotonic() - start
+            answers = [p.result() for p in pages]
+    assert r.status_code == 200 and all(a.status_code == 200 for a in answers)
+    assert [a.json()["translatedText"] for a in answers] == [f"<p>PAGE {i}.</p>" for i in range(4)]
+    assert most[0] == 1
+    assert line_seconds < 0.3 * 4  # (a short line is cut on the event loop: it waits for no page)

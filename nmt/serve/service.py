@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import hmac
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -73,6 +74,7 @@ class Service:
     detector: DetectorFactory = Detector
     detectors: dict[tuple[str, ...], Any] = field(default_factory=dict)
     split: bool = True  # texts cut into sentences (--no-split: each line is one)
+    reader: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="nmt-reader"))
     no_detector: str = ""  # why the detector cannot be built (its package missing): said to requests that need it
 
     @property
@@ -122,16 +124,16 @@ class Service:
         if not sources:
             self.direction(self.sources[0], target)
         among = list(dict.fromkeys([*sources, target]))
-        words = [" ".join(parse_html(text).texts) for text in texts] if format == "html" else texts
-
         def detect_all() -> list[Detection]:
+            words = [" ".join(parse_html(text).texts) for text in texts] if format == "html" else texts
             if each or len(words) == 1:
                 found = [self.detect(text, among) for text in words]
             else:
                 found = [self.detect("\n".join(words), among)] * len(words)
             return [candidates[0] if candidates else Detection(among[0], 0.0) for candidates in found]
 
-        return await asyncio.get_running_loop().run_in_executor(None, detect_all)
+        # (a page is read off the event loop, in the reader thread: one at a time)
+        return await asyncio.get_running_loop().run_in_executor(self.reader if format == "html" else None, detect_all)
 
     def languages(self) -> list[dict[str, Any]]:
         """GET /languages: every served language (sources and targets), each with its English name and the
@@ -278,9 +280,8 @@ class Service:
             search = dataclasses.replace(search, nbest=wide, beam=max(search.beam, wide))
         deadline = asyncio.get_running_loop().time() + self.cfg.timeout
         reading = functools.partial(plan, texts, source, self.split, cast(Any, format), target)
-        # reading a page or a long text takes a while: not on the event loop, which serves every other client
         small = format == "text" and sum(map(len, texts)) <= INLINE_CHARS
-        work = reading() if small else await asyncio.to_thread(reading)
+        work = reading() if small else await self.read(reading, deadline)
         self.check_work(work, format != "text" or file)
         done = await self.translate(request, work.sentences, Job(direction, search), deadline)
         pieces = work.assemble(done, search.nbest)
@@ -293,6 +294,17 @@ class Service:
             out = [distinct(t, asked) for t in out]
         request.scope[LINES_KEY] = request.scope.get(LINES_KEY, 0) + sum(len(lines_of(t)) for t in texts)
         return out
+
+    async def read(self, reading: Callable[[], Work], deadline: float) -> Work:
+        """`reading()` (a page or a long text cut into sentences) in the reader thread: not on the event loop, which
+        serves every other client, and one at a time, as the engine translates, so that many large pages sent at
+        once take one core's turn, not a thread each; 504 when it has not begun and ended by `deadline`."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self.reader, reading), deadline - loop.time())
+        except asyncio.TimeoutError:  # (one not begun is dropped from the reader's queue)
+            raise RequestError(as_flags(f"not translated within {self.cfg.timeout:g}s ({ref('timeout')}); retry "
+                                        "later"), 504) from None
 
     async def translate(self, request: Any, items: list[Any], job: Job, deadline: float) -> list[Any]:
         """The results of `items` (sentences or alignments: `Job`), in order, from the batcher. A request whose
