@@ -145,6 +145,9 @@ class TranslateOptions(CommandOptions):
                           "probability), so that doubtful translations can be flagged.")
     json: bool = option(False, "Write one JSON object per input line instead (JSON lines): its text and score, "
                         "its n-best list, its alignment; nothing in the text (a tab, ' ||| ') can be misread.")
+    glossary: Optional[Path] = option(None, "Terms the translation must use: a TSV file, source term<TAB>target "
+                                      "term a line (# comments); the words aligned to each term found are replaced "
+                                      "by its target (docs/commands/translate.md#glossaries).")
     src_lang: Optional[str] = source_language()
     tgt_lang: Optional[str] = target_language()
 

@@ -22,8 +22,10 @@ from typing import Literal, Optional
 from nmt.config import TextConfig, check_field
 from nmt.core.errors import ConfigError, ref
 from nmt.core.progress import Progress
+from nmt.documents.terms import Placed, place_terms
 from nmt.engines.base import Engine, Translation, translate_chunks
 from nmt.engines.search import Hypothesis
+from nmt.text.glossary import Glossary
 from nmt.text.markup import Aligned, Parsed, parse_html
 from nmt.text.sentences import Split, split_sentences
 
@@ -203,11 +205,13 @@ class Documents:
     `split`: cut lines into sentences (TextConfig.split); `format`: "text", or "html" (each text a fragment or
     a whole document whose tags are kept, see `nmt.text.markup`)."""
 
-    def __init__(self, engine: Engine, split: bool = True, format: Format = "text"):
+    def __init__(self, engine: Engine, split: bool = True, format: Format = "text",
+                 glossary: Optional[Glossary] = None):
         check_field(TextConfig, "split", split)  # "no" is no bool: never taken for True
         check_format(format)
         check_search(format, engine.search_cfg.nbest)
         self.engine, self.split, self.format = engine, split, format
+        self.glossary, self.terms = glossary, Placed()  # the terms found and placed so far
         self.name = engine.name
         self.search_cfg = engine.search_cfg
         self.lang = engine.languages[0]
@@ -221,9 +225,20 @@ class Documents:
         engine (its batches)."""
         work = plan(texts, self.lang, self.split, self.format, self.languages[1])
         done = self.sentences_of(work.sentences, first_line, len(texts)) if work.sentences else []
+        if self.glossary is not None:
+            done = [self.place(t, first_line) for t in done]
         pieces = work.assemble(done, self.search_cfg.nbest)
         alignments = {i: align(self.engine, pieces[i], 0, first_line) for i in work.aligned(pieces)}
         return work.finish(pieces, alignments)
+
+    def place(self, translation: Translation, line_index: int) -> Translation:
+        """A sentence's translation with its glossary terms placed (`nmt.documents.terms`), counted in `terms`."""
+        assert self.glossary is not None
+        placed, counts = place_terms(translation, self.glossary,
+                                     lambda source, hypothesis: self.engine.alignment(source, hypothesis, line_index))
+        self.terms.found += counts.found
+        self.terms.placed += counts.placed
+        return placed
 
     def sentences_of(self, sentences: list[str], first_line: int, texts: int) -> list[Translation]:
         """The engine's translations of `sentences`, the sentences of `texts` texts from text number `first_line`

@@ -18,6 +18,7 @@ from nmt.documents.texts import Documents, Format, TextTranslation
 from nmt.engines.base import Engine, Translation
 from nmt.engines.heatmaps import pharaoh, require_matplotlib, write_heatmaps
 from nmt.engines.search import Hypothesis
+from nmt.text.glossary import Glossary
 
 
 def check_translate(model: list[Path], inference: Overrides[InferenceConfig], input: Optional[Path],
@@ -43,13 +44,40 @@ def check_translate(model: list[Path], inference: Overrides[InferenceConfig], in
 
 def translated_text(translator: Engine, stream: IO[bytes], log: ProgressFn, alignments: bool = False,
                     attention: Optional[Path] = None, text: TextConfig = TextConfig(), format: Format = "text",
-                    scores: bool = False, json_lines: bool = False) -> Iterator[str]:
+                    scores: bool = False, json_lines: bool = False, glossary: Optional[Glossary] = None
+                    ) -> Iterator[str]:
     """The output of each line of `stream` as it is translated (its lines, newline-terminated): each line cut
     into sentences (`text.split`) and put back together; with `attention`, the heatmaps of each line's best
     translation are written to that folder; with `scores`, each translation is followed by a tab and its score;
-    with `json_lines`, each line's output is one JSON object (`as_json`). `format` html: the whole input is one
-    HTML document, written back with its tags."""
-    documents = Documents(translator, text.split, format)
+    with `json_lines`, each line's output is one JSON object (`as_json`); with `glossary`, its terms are placed
+    (`nmt.documents.terms`) and counted on `log` at the end. `format` html: the whole input is one HTML document,
+    written back with its tags."""
+    documents = Documents(translator, text.split, format, glossary)
+    yield from outputs(documents, stream, log, alignments, attention, scores, json_lines)
+    if glossary is not None:
+        terms = documents.terms
+        log(Progress("translate", message=f"glossary: {terms.found:,} term(s) found, {terms.placed:,} placed"
+                                          + (f", {terms.unplaced:,} not (aligned to no word of the translation, or "
+                                             "to one another term took)" if terms.unplaced else "")))
+
+
+def read_glossary(path: Optional[Path], alignments: bool = False, attention: Optional[Path] = None,
+                  format: Format = "text") -> Optional[Glossary]:
+    """The glossary of --glossary (None without one); InputError naming FILE:LINE for a bad line, ConfigError with
+    what it cannot go with yet (the alignments and heatmaps are of the model's own words; html places its inline tags
+    through them)."""
+    if path is None:
+        return None
+    if alignments or attention or format == "html":
+        raise ConfigError(f"{ref('glossary')}: not with {ref('alignments')}, {ref('attention')} or {ref('format')} "
+                          "html (these read the model's own words, which the glossary replaces); leave one out")
+    return Glossary.read(path, ref("glossary"))
+
+
+def outputs(documents: Documents, stream: IO[bytes], log: ProgressFn, alignments: bool, attention: Optional[Path],
+            scores: bool, json_lines: bool) -> Iterator[str]:
+    """Each input line's output lines (see `translated_text`)."""
+    translator, format = documents.engine, documents.format
     if format == "html":  # check_translate refused --alignments and --attention
         page = read_document(stream, log)
         t = documents.translate_chunk([page])[0]

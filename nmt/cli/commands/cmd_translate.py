@@ -23,24 +23,25 @@ def translate_command(given: Overrides[TranslateOptions], search: Overrides[Sear
     from nmt.core.files import atomic_write, count_lines, open_input
     from nmt.engines.choice import Needs, open_engine
     from nmt.workflows.threads import set_threads
-    from nmt.workflows.translation import check_translate, translated_text
+    from nmt.workflows.translation import check_translate, read_glossary, translated_text
 
     o = given.apply()
     options = check_translate(o.model, inference, o.input, o.output, o.attention, o.alignments, o.format)
+    glossary = read_glossary(o.glossary, o.alignments, o.attention, o.format)  # its errors before the model loads
     set_threads(options.threads)
     # A bar (sentences/s, time left) for a file on a terminal; a pipe or a log gets only warnings.
     total = count_lines(o.input) if o.input and o.input.is_file() and progress_wanted() else None
     stream = open_input(o.input) if o.input else stdin_bytes()  # a missing input fails before the model loads
     try:
         translator = open_engine(o.model, search, options, progress=message_logger(),
-                                 needs=Needs(o.alignments, o.attention is not None)
+                                 needs=Needs(o.alignments or glossary is not None, o.attention is not None)
                                  ).with_direction(o.src_lang, o.tgt_lang, str(o.model[0]))
         with atomic_write(o.output, "w") if o.output else contextlib.nullcontext() as out_file, \
                 translation_progress(total) as report:
             write = out_file.write if out_file is not None else write_stdout
             translator.progress = report
             for out in translated_text(translator, stream, report, o.alignments, o.attention, text.apply(), o.format,
-                                       o.scores, o.json):
+                                       o.scores, o.json, glossary):
                 write(out)
     finally:
         if o.input:

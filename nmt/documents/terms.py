@@ -1,0 +1,90 @@
+"""A glossary obeyed by any engine: the model translates each sentence as it would, and the target words aligned to a
+matched source term (`nmt.text.glossary`) are replaced by the glossary's target term (the alignment is the engine's
+own: the last layer's cross-attention, on torch and CTranslate2 alike).
+
+A term whose source words are aligned to no target word cannot be placed: the translation keeps the model's words
+and the term is counted as unplaced (`Placed.unplaced`). The replaced span runs from the first to the last target
+word aligned to the term, at most as many words as the term has (its source's or target's: the last ones);
+punctuation around it (quotes, a full stop) stays. The hypothesis's tokens and scores are the model's: they describe
+its own output, not the glossary's words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from nmt.engines.base import Translation
+from nmt.engines.search import Hypothesis
+from nmt.text.glossary import Glossary, Match
+
+SPLIT_WORD = re.compile(r"\S+")  # the words of an alignment: str.split()'s
+EDGES = re.compile(r"(\W*)(.*?)(\W*)", re.S)  # a span's punctuation before its letters, its letters, after them
+
+Aligner = Callable[[str, Hypothesis], list[tuple[int, int]]]  # (source, hypothesis) -> (source word, target word)
+
+
+@dataclass
+class Placed:
+    """What a glossary did to one sentence: its terms found, placed, and not placed (aligned to no target word, or
+    to words another term of the sentence took)."""
+
+    found: int = 0
+    placed: int = 0
+
+    @property
+    def unplaced(self) -> int:
+        return self.found - self.placed
+
+
+def place_terms(translation: Translation, glossary: Glossary, aligner: Aligner) -> tuple[Translation, Placed]:
+    """`translation` (of one sentence) with the target words aligned to each term of its source replaced by the
+    term's target; the best hypothesis only (an n-best list is left as the model gave it)."""
+    matches = glossary.matches(translation.source)
+    if not matches or not translation.hypotheses:
+        return translation, Placed(len(matches))
+    text, hypothesis = translation.hypotheses[0]
+    targets = [m.span() for m in SPLIT_WORD.finditer(text)]
+    links: dict[int, list[int]] = {}
+    for s, t in aligner(translation.source, hypothesis):
+        if 0 <= t < len(targets):
+            links.setdefault(s, []).append(t)
+    sources = [m.span() for m in SPLIT_WORD.finditer(translation.source)]
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in `text`, not overlapping
+    taken: set[int] = set()
+    for match in matches:
+        span = target_span(match, sources, links)
+        if span is None or taken.intersection(range(span[0], span[1] + 1)):
+            continue
+        taken.update(range(span[0], span[1] + 1))
+        start, end = targets[span[0]][0], targets[span[1]][1]
+        lead, core, _ = EDGES.fullmatch(text, start, end).groups()  # type: ignore[union-attr]
+        start = start + len(lead) if core else targets[span[0]][1]  # (all punctuation: the term goes after it)
+        end = start + len(core)
+        edits.append((start, end, cased(match.term.target, at_start=not text[:start].strip())))
+    for start, end, target in sorted(edits, reverse=True):
+        text = text[:start] + target + text[end:]
+    if not edits:
+        return translation, Placed(len(matches))
+    placed = replace(translation, text=text, hypotheses=[(text, hypothesis), *translation.hypotheses[1:]])
+    return placed, Placed(len(matches), len(edits))
+
+
+def target_span(match: Match, sources: list[tuple[int, int]], links: dict[int, list[int]]) -> tuple[int, int] | None:
+    """The first and last target word aligned to the source words the match covers (None: none is aligned); of a span
+    longer than the term (its source or its target, whichever has more words), its last words, as many: attention
+    aligns a noun's article with it too (`street` with `die Straße`), and in the languages nmt translates articles and
+    prepositions come first."""
+    covered = [i for i, (a, b) in enumerate(sources) if a < match.end and match.start < b]
+    aligned = [t for i in covered for t in links.get(i, [])]
+    if not aligned:
+        return None
+    first, last = min(aligned), max(aligned)
+    words = max(len(match.term.target.split()), len(match.term.source.split()))
+    return max(first, last - words + 1), last
+
+
+def cased(term: str, at_start: bool) -> str:
+    """The glossary's target as written, its first letter capitalised where it begins the translation."""
+    return term[:1].upper() + term[1:] if at_start else term

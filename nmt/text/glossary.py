@@ -1,0 +1,108 @@
+"""Glossaries: terms a translation must use (`Glossary.read`), and where they occur in a text (`Glossary.matches`).
+
+A glossary file is UTF-8 text (plain or compressed), one `source term<TAB>target term` a line, for one direction;
+blank lines and lines whose first non-blank character is `#` are comments. Rules, stated once here:
+
+- A source term matches case-insensitively (Unicode case folding), as whole words: the text's words in the same
+  order, with only white space between them (`ice cream` matches `Ice  cream`, not `ice, cream` nor `nice cream`).
+- The longest term wins; overlapping terms are resolved left to right: at each word, the longest term that starts
+  there is taken, and matching goes on after it (`New York` and `York City` in `New York City`: `New York`).
+- The same source term twice (as matched: case aside) is one term where the targets agree, and an error naming both
+  lines where they differ.
+- Its target is written as the glossary has it; where it begins the translation, its first letter is capitalised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.core.compression import read_small_text
+from nmt.core.errors import InputError
+
+WORD = re.compile(r"\w+(?:['’-]\w+)*")  # a word: letters and digits, with inner apostrophes and hyphens
+MAX_BYTES = 16 << 20  # a glossary file, once decompressed
+MAX_WORDS = 16  # in one source term: matching looks this far ahead at each word of a text
+
+
+@dataclass(frozen=True)
+class Term:
+    """One line of a glossary: its source and target terms as written, and where it is (for errors)."""
+
+    source: str
+    target: str
+    where: str = ""  # FILE:LINE
+
+
+@dataclass(frozen=True)
+class Match:
+    """A term found in a text: the characters start..end (half open) of the text that it covers."""
+
+    start: int
+    end: int
+    term: Term
+
+
+def words_of(text: str) -> tuple[str, ...]:
+    """The words of `text`, case-folded: what a source term is matched by."""
+    return tuple(m.group().casefold() for m in WORD.finditer(text))
+
+
+class Glossary:
+    """Terms by their source words (see the module's rules)."""
+
+    def __init__(self, terms: Sequence[Term]):
+        self.terms: dict[tuple[str, ...], Term] = {}
+        for term in terms:
+            key = words_of(term.source)
+            if not key:
+                raise InputError(f"{term.where}: the source term {term.source!r} has no word; give a word or more")
+            if len(key) > MAX_WORDS:
+                raise InputError(f"{term.where}: the source term has {len(key)} words; at most {MAX_WORDS}")
+            known = self.terms.setdefault(key, term)
+            if known.target != term.target:
+                raise InputError(f"{term.where}: the source term {term.source!r} is also on {known.where} with "
+                                 f"another target ({known.target!r}, here {term.target!r}); keep one of them")
+        self.longest = max(map(len, self.terms), default=0)
+
+    def __len__(self) -> int:
+        return len(self.terms)
+
+    @classmethod
+    def read(cls, path: Path, label: str = "glossary") -> Glossary:
+        """The glossary of the file at `path`; InputError naming FILE:LINE for a line that is no term."""
+        text = read_small_text(path, f"{label} {path}", "source term<TAB>target term lines", MAX_BYTES)
+        terms = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            where = f"{path}:{n}"
+            parts = line.split("\t")
+            if len(parts) != 2:
+                tabs = "no tab" if len(parts) == 1 else f"{len(parts) - 1} tabs"
+                raise InputError(f"{where}: {tabs}; write source term<TAB>target term (one tab), or # for a comment")
+            source, target = parts[0].strip(), parts[1].strip()
+            if not source or not target:
+                raise InputError(f"{where}: an empty {'source' if not source else 'target'} term; write source "
+                                 "term<TAB>target term")
+            terms.append(Term(source, target, where))
+        return cls(terms)
+
+    def matches(self, text: str) -> list[Match]:
+        """The terms of `text`, left to right, none overlapping (the longest at each word; see the module's rules)."""
+        spans = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
+        found, i = [], 0
+        while i < len(spans):
+            for n in range(min(self.longest, len(spans) - i), 0, -1):
+                key = tuple(word for _, _, word in spans[i : i + n])
+                term = self.terms.get(key)
+                if term is not None and all(not text[a[1]:b[0]].strip() for a, b in zip(spans[i : i + n - 1],
+                                                                                         spans[i + 1 : i + n])):
+                    found.append(Match(spans[i][0], spans[i + n - 1][1], term))
+                    i += n
+                    break
+            else:
+                i += 1
+        return found
