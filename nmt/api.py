@@ -28,6 +28,7 @@ from nmt.core.progress import Progress, ProgressFn
 from nmt.documents.texts import Documents, Format, TextTranslation, check_format
 from nmt.engines.base import BatchEngine
 from nmt.engines.choice import open_engine
+from nmt.text.glossary import Glossary, Term
 from nmt.workflows.threads import set_threads
 
 if TYPE_CHECKING:  # PEP 692 (typed **kwargs): for type checkers only, so Python 3.9 runs this module as it is
@@ -132,6 +133,23 @@ def model_paths(model: Union[ModelPath, Sequence[ModelPath]]) -> list[Path]:
     return paths
 
 
+GlossaryLike = Union[Glossary, Mapping[str, str], str, Path, None]
+
+
+def glossary_of(given: GlossaryLike) -> Optional[Glossary]:
+    """A call's glossary: a Glossary, {source term: target term}, or the path of a glossary file (None: none)."""
+    if given is None or isinstance(given, Glossary):
+        return given
+    if isinstance(given, (str, Path)):
+        return Glossary.read(Path(given))
+    if isinstance(given, Mapping):
+        for source, target in given.items():
+            if not isinstance(source, str) or not isinstance(target, str) or not source.strip() or not target.strip():
+                raise InputError(f"glossary: {source!r}: {target!r}: give non-empty str terms, source: target")
+        return Glossary([Term(s.strip(), t.strip(), f"glossary[{s!r}]") for s, t in given.items()])
+    raise TypeError(f"glossary takes a dict of terms, a file's path or a Glossary, not {type(given).__name__}")
+
+
 def checked_texts(texts: object, function: str) -> list[str]:
     """`texts` as a list, each a str; a TypeError that says what was given otherwise."""
     if isinstance(texts, str):
@@ -210,34 +228,38 @@ class Translator:
 
     def translate(self, texts: Sequence[str], *, split: Optional[bool] = None, format: Optional[Format] = None,
                   batch_size: Optional[int] = None, max_tokens: Optional[int] = None,
-                  **search: Unpack[CallOptions]) -> list[str]:
+                  glossary: GlossaryLike = None, **search: Unpack[CallOptions]) -> list[str]:
         """The best translation of each text, in order (an empty list gives []). `split`: cut each text into
         sentences (default: `load`'s); `format`: "text" or "html"; `batch_size`, `max_tokens`: sentences and
-        source tokens per batch; `tgt_lang`, `src_lang`: a multilingual model's direction (default: `load`'s);
+        source tokens per batch; `glossary`: terms to use, {source term: target term} or a glossary file (see
+        `nmt translate --glossary`); `tgt_lang`, `src_lang`: a multilingual model's direction (default: `load`'s);
         search options (beam=5, ...) for this call only."""
         if (search.get("nbest") or 1) > 1:
             raise ConfigError(f"nbest {search.get('nbest')}: translate() gives the best translation of each text; "
                               "use translate_results() for the n best")
-        return [t.text for t in self._translate(texts, "translate", split, format, batch_size, max_tokens, search)]
+        return [t.text for t in self._translate(texts, "translate", split, format, batch_size, max_tokens, search,
+                                                glossary)]
 
     def translate_one(self, text: str, *, split: Optional[bool] = None, format: Optional[Format] = None,
-                      **search: Unpack[CallOptions]) -> str:
+                      glossary: GlossaryLike = None, **search: Unpack[CallOptions]) -> str:
         """The best translation of one text."""
         if not isinstance(text, str):
             raise TypeError(f"translate_one() takes one str, got {type(text).__name__}; for several texts use "
                             "translate(texts)")
-        return self.translate([text], split=split, format=format, **search)[0]
+        return self.translate([text], split=split, format=format, glossary=glossary, **search)[0]
 
     def translate_results(self, texts: Sequence[str], *, split: Optional[bool] = None,
                           format: Optional[Format] = None, batch_size: Optional[int] = None,
-                          max_tokens: Optional[int] = None, **search: Unpack[CallOptions]) -> list[Result]:
-        """A `Result` per text, in order: the best translation, its score and the `nbest` best candidates."""
-        found = self._translate(texts, "translate_results", split, format, batch_size, max_tokens, search)
+                          max_tokens: Optional[int] = None, glossary: GlossaryLike = None,
+                          **search: Unpack[CallOptions]) -> list[Result]:
+        """A `Result` per text, in order: the best translation, its score and the `nbest` best candidates (a
+        `glossary` changes the best one only)."""
+        found = self._translate(texts, "translate_results", split, format, batch_size, max_tokens, search, glossary)
         return [Result.of(t) for t in found]
 
     def _translate(self, texts: Sequence[str], function: str, split: Optional[bool], format: Optional[Format],
                    batch_size: Optional[int], max_tokens: Optional[int],
-                   search: Mapping[str, Any]) -> list[TextTranslation]:
+                   search: Mapping[str, Any], glossary: GlossaryLike = None) -> list[TextTranslation]:
         items = checked_texts(texts, function)
         search = dict(search)
         direction = (search.pop("src_lang", None), search.pop("tgt_lang", None))
@@ -246,7 +268,8 @@ class Translator:
             engine = self._variant(search, batch_size, max_tokens)
             if direction != (None, None):
                 engine = engine.with_direction(*direction)
-            documents = Documents(engine, self._split if split is None else split, format or self._format)
+            documents = Documents(engine, self._split if split is None else split, format or self._format,
+                                  glossary_of(glossary))
             return list(documents.translate(chunks_of(items, CHUNK)))
 
     def _variant(self, search: Mapping[str, Any], batch_size: Optional[int],

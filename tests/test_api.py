@@ -272,3 +272,21 @@ def test_the_documented_example_runs(tiny_checkpoint):
     assert len(lines) == 6 and re.match(r"(torch|ctranslate2) \('en', 'de'\)$", lines[0])
     assert all(re.match(r"-?\d+\.\d{3} ", line) for line in lines[3:5])
     assert r.stderr == ""  # the library never prints
+
+
+def test_a_glossary_per_call(translator):
+    """glossary= as a dict or a file gives what the command gives; bad terms are InputErrors, html a ConfigError."""
+    import nmt
+    from nmt.core.errors import ConfigError, InputError
+
+    # every source word a term: each target word is aligned to one of them, so at least one is placed
+    forced = translator.translate(["A dog runs."], glossary={"a": "Xa", "dog": "Xdog", "runs": "Xruns"})[0]
+    assert any(term in forced for term in ("Xa", "Xdog", "Xruns")), forced
+    assert translator.translate(["Two cats."], glossary={"dog": "Köter"}) == translator.translate(["Two cats."])
+    with pytest.raises(InputError, match="give non-empty str terms"):
+        translator.translate(["x"], glossary={"dog": " "})
+    with pytest.raises(ConfigError, match="^glossary with format html"):
+        translator.translate(["<p>A dog.</p>"], format="html", glossary={"dog": "Köter"})
+    with pytest.raises(TypeError, match="glossary takes"):
+        translator.translate(["x"], glossary=["dog"])
+    assert isinstance(nmt.Translator, type)
