@@ -56,7 +56,8 @@ def test_a_huge_or_binary_file_is_refused_unread(tmp_path, monkeypatch):
 
 TERMS = Glossary([Term(s, t, f"g:{i}") for i, (s, t) in enumerate([
     ("dog", "Hund"), ("ice cream", "Speiseeis"), ("New York", "NY"), ("York City", "YC"), ("New York City", "NYC"),
-    ("red shirt", "rotes Hemd"), ("shirt", "Hemd"), ("Straße", "street"), ("T-shirt", "Leibchen")])])
+    ("red shirt", "rotes Hemd"), ("shirt", "Hemd"), ("Straße", "street"), ("T-shirt", "Leibchen"), ("U.S.", "USA"),
+    ("C++", "C++")])])
 
 
 @pytest.mark.parametrize("text, found", [
@@ -71,8 +72,28 @@ TERMS = Glossary([Term(s, t, f"g:{i}") for i, (s, t) in enumerate([
     ("die STRASSE", [("Straße", 4)]),  # Unicode case folding: ß is ss
     ("die Straße", [("Straße", 4)]),
     ("a T-shirt, not a T shirt", [("T-shirt", 2), ("shirt", 19)]),
+    ("the u.s. and the US", [("U.S.", 4)]),  # what the term has between and after its words
+    ("C++ or C", [("C++", 0)]),
 ])
 def test_terms_are_found_as_the_rules_say(text, found):
     matches = TERMS.matches(text)
     assert [(m.term.source, m.start) for m in matches] == found
-    assert all(text[m.end - 1].isalnum() and (m.end == len(text) or not text[m.end].isalnum()) for m in matches)
+    assert all(m.end == len(text) or not text[m.end].isalnum() for m in matches)
+
+
+@pytest.mark.parametrize("sources, translations, used", [
+    (["A dog."], ["Ein Hund."], (1, 1)),
+    (["A dog."], ["Hund!"], (1, 1)),  # as written, or capitalised
+    (["A dog."], ["Ein hund."], (0, 1)),  # not in another case
+    (["A dog."], ["Ein Hundefutter."], (0, 1)),  # whole words
+    (["A dog and a dog."], ["Ein Hund und ein Köter."], (1, 2)),  # each time the source has the term
+    (["A Dog.", "No term."], ["Ein Hund.", "Kein Hund."], (1, 1)),
+    (["ice cream"], ["Speiseeis"], (1, 1)),
+])
+def test_a_translation_uses_a_term_where_its_target_appears(sources, translations, used):
+    assert TERMS.used(sources, translations) == used
+
+
+def test_a_term_with_regex_characters_is_literal():
+    glossary = Glossary([Term("C++", "C++"), Term("a.b", "x|y")])
+    assert glossary.used(["C++ and a.b"], ["C++ und x|y"]) == (2, 2)

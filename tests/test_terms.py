@@ -53,3 +53,21 @@ def test_translate_with_a_glossary(tmp_path, tiny_checkpoint):
     glossary.write_text("dog\tKöter\n")
     assert_cli_error(cli("translate", "-m", tiny_checkpoint, "--glossary", glossary, "--alignments", input="x\n"),
                      "--glossary: not with --alignments")
+
+
+def test_eval_scores_term_accuracy(tmp_path):
+    """eval --glossary --src: every system's term accuracy, worked out by hand; --glossary without --src is refused."""
+    import json
+
+    (tmp_path / "src.en").write_text("A dog.\nTwo dogs and a dog.\nNo term.\n")
+    (tmp_path / "ref.de").write_text("Ein Köter.\nZwei Hunde und ein Köter.\nKein Begriff.\n")
+    (tmp_path / "hyp.de").write_text("Ein Hund.\nZwei Hunde und ein Köter.\nKein Begriff.\n")
+    (tmp_path / "g.tsv").write_text("dog\tKöter\n")
+    r = cli("eval", "--ref", tmp_path / "ref.de", "--hyp", tmp_path / "hyp.de", "--src", tmp_path / "src.en",
+            "--glossary", tmp_path / "g.tsv", "--json")
+    assert r.exit_code == 0, r.stderr
+    scores = {s["metric"]: s for s in json.loads(r.stdout)["scores"]}
+    assert scores["term accuracy"]["score"] == 50.0  # "dog" twice in the sources, "Köter" once in the translations
+    assert "terms:2" in scores["term accuracy"]["signature"]
+    assert_cli_error(cli("eval", "--ref", tmp_path / "ref.de", "--hyp", tmp_path / "hyp.de", "--glossary",
+                         tmp_path / "g.tsv"), "--glossary needs --src")

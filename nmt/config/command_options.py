@@ -165,6 +165,8 @@ class EvalOptions(CommandOptions):
     hyp: Optional[list[str]] = option(None, "Translations to score ('-': stdin, the default without --model); "
                                       "repeat to score several systems.")
     save_hyp: Optional[Path] = option(None, "Also write the translations here.")
+    glossary: Optional[Path] = option(None, "A glossary (as translate's): --model's translations use its terms, and "
+                                      "every system's term accuracy is scored (the terms of --src found in it).")
     as_json: bool = option(False, "Print the scores as JSON.", flag="--json")
     paired_bs: bool = option(False, "Paired bootstrap resampling (sacreBLEU's) of every system against the first "
                              "--hyp, the baseline: BLEU, chrF, TER with p-values.")

@@ -4,12 +4,15 @@ A glossary file is UTF-8 text (plain or compressed), one `source term<TAB>target
 blank lines and lines whose first non-blank character is `#` are comments. Rules, stated once here:
 
 - A source term matches case-insensitively (Unicode case folding), as whole words: the text's words in the same
-  order, with only white space between them (`ice cream` matches `Ice  cream`, not `ice, cream` nor `nice cream`).
+  order, with what the term has between and around them (`ice cream` matches `Ice  cream`, not `ice, cream` nor
+  `nice cream`; `U.S.` matches `u.s.`, `C++` not `C`); runs of white space count as one space.
 - The longest term wins; overlapping terms are resolved left to right: at each word, the longest term that starts
   there is taken, and matching goes on after it (`New York` and `York City` in `New York City`: `New York`).
 - The same source term twice (as matched: case aside) is one term where the targets agree, and an error naming both
   lines where they differ.
 - Its target is written as the glossary has it; where it begins the translation, its first letter is capitalised.
+- A translation uses a term (`Glossary.used`: term accuracy) where the term's target appears in it as whole words,
+  as written or with its first letter capitalised, once for each time the source has the term.
 """
 
 from __future__ import annotations
@@ -46,26 +49,34 @@ class Match:
 
 
 def words_of(text: str) -> tuple[str, ...]:
-    """The words of `text`, case-folded: what a source term is matched by."""
+    """The words of `text`, case-folded: what a source term is looked up by."""
     return tuple(m.group().casefold() for m in WORD.finditer(text))
+
+
+def folded(text: str) -> str:
+    """`text` case-folded, its runs of white space one space: what a term's whole surface is compared by."""
+    return " ".join(text.split()).casefold()
 
 
 class Glossary:
     """Terms by their source words (see the module's rules)."""
 
     def __init__(self, terms: Sequence[Term]):
-        self.terms: dict[tuple[str, ...], Term] = {}
+        self.terms: dict[str, Term] = {}  # by folded source
+        self.by_words: dict[tuple[str, ...], list[Term]] = {}
         for term in terms:
             key = words_of(term.source)
             if not key:
                 raise InputError(f"{term.where}: the source term {term.source!r} has no word; give a word or more")
             if len(key) > MAX_WORDS:
                 raise InputError(f"{term.where}: the source term has {len(key)} words; at most {MAX_WORDS}")
-            known = self.terms.setdefault(key, term)
+            known = self.terms.setdefault(folded(term.source), term)
+            if known is term:
+                self.by_words.setdefault(key, []).append(term)
             if known.target != term.target:
                 raise InputError(f"{term.where}: the source term {term.source!r} is also on {known.where} with "
                                  f"another target ({known.target!r}, here {term.target!r}); keep one of them")
-        self.longest = max(map(len, self.terms), default=0)
+        self.longest = max(map(len, self.by_words), default=0)
 
     def __len__(self) -> int:
         return len(self.terms)
@@ -90,19 +101,46 @@ class Glossary:
             terms.append(Term(source, target, where))
         return cls(terms)
 
+    def used(self, sources: Sequence[str], translations: Sequence[str]) -> tuple[int, int]:
+        """(terms used, terms found): of the terms found in each source, how many the line's translation uses (see
+        the module's rules: a target found n times covers n of its terms in that line)."""
+        used = found = 0
+        for source, translation in zip(sources, translations):
+            wanted: dict[str, int] = {}
+            for match in self.matches(source):
+                wanted[match.term.target] = wanted.get(match.term.target, 0) + 1
+            for target, n in wanted.items():
+                written = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, {target, target[:1].upper() + target[1:]}))
+                                     + r")(?!\w)")
+                found += n
+                used += min(n, len(written.findall(translation)))
+        return used, found
+
     def matches(self, text: str) -> list[Match]:
         """The terms of `text`, left to right, none overlapping (the longest at each word; see the module's rules)."""
         spans = [(m.start(), m.end(), m.group().casefold()) for m in WORD.finditer(text)]
         found, i = [], 0
         while i < len(spans):
             for n in range(min(self.longest, len(spans) - i), 0, -1):
-                key = tuple(word for _, _, word in spans[i : i + n])
-                term = self.terms.get(key)
-                if term is not None and all(not text[a[1]:b[0]].strip() for a, b in zip(spans[i : i + n - 1],
-                                                                                         spans[i + 1 : i + n])):
-                    found.append(Match(spans[i][0], spans[i + n - 1][1], term))
+                match = self.match_at(text, spans[i][0], spans[i + n - 1][1],
+                                      self.by_words.get(tuple(word for _, _, word in spans[i : i + n]), []))
+                if match is not None:
+                    found.append(match)
                     i += n
                     break
             else:
                 i += 1
         return found
+
+    @staticmethod
+    def match_at(text: str, start: int, end: int, terms: list[Term]) -> Match | None:
+        """The term of `terms` (their words are those of text[start:end]) whose whole surface, with what it has
+        before its first word and after its last, is the text's there (None: none is)."""
+        for term in terms:
+            words = [m.span() for m in WORD.finditer(term.source)]
+            lead, trail = words[0][0], len(term.source) - words[-1][1]
+            a, b = start - lead, end + trail
+            if a >= 0 and folded(text[a:b]) == folded(term.source) and not (a and text[a - 1].isalnum() and lead) \
+                    and not (b < len(text) and text[b].isalnum() and trail):
+                return Match(a, b, term)
+        return None

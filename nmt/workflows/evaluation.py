@@ -27,10 +27,12 @@ from nmt.scoring import (
     score,
     ter_left_out,
 )
+from nmt.text.glossary import Glossary
 from nmt.workflows.threads import set_threads
 
 DEFAULT_RESAMPLES = 1000  # --paired-bs-n
 MODEL, SRC = flag_of(EvalOptions, "model"), flag_of(EvalOptions, "src")  # how messages name them
+GLOSSARY = flag_of(EvalOptions, "glossary")
 
 
 @dataclass
@@ -50,7 +52,7 @@ def check_translating(request: EvalOptions, search: Overrides[SearchConfig],
     """The inference options when eval translates --src with --model (None when it does not); what only
     translating uses, given without --model, would do nothing and is an error."""
     if not request.model:
-        unused = [f"{SRC} {request.src}"] if request.src else []
+        unused = [f"{SRC} {request.src}"] if request.src and not request.glossary else []
         unused += [f"{flag_of(EvalOptions, name)} {getattr(request, name)}" for name in ("src_lang", "tgt_lang")
                    if getattr(request, name)]
         unused += [f"{flag_of(EvalOptions, 'save_hyp')} {request.save_hyp}"] if request.save_hyp else []
@@ -99,7 +101,8 @@ def translate_source(request: EvalOptions, search: Overrides[SearchConfig], opti
         request.src_lang, request.tgt_lang, str(request.model[0]))
     with bar(len(sources)) as report:
         translator.progress = report
-        translations = translate_file(Documents(translator, text.split), None, sources)
+        glossary = Glossary.read(request.glossary, GLOSSARY) if request.glossary else None
+        translations = translate_file(Documents(translator, text.split, glossary=glossary), None, sources)
     if request.save_hyp:
         with atomic_write(request.save_hyp, "w") as f:
             f.write("".join(h + "\n" for h in translations))
@@ -115,6 +118,9 @@ def evaluate(request: EvalOptions, search: Overrides[SearchConfig], inference: O
     if request.save_hyp:
         # now, not after translating everything
         check_output_file(request.save_hyp, flag_of(EvalOptions, "save_hyp"), text=True)
+    glossary = Glossary.read(request.glossary, GLOSSARY) if request.glossary else None  # (its errors first)
+    if glossary is not None and request.src is None:
+        raise ConfigError(f"{GLOSSARY} needs {SRC}: the terms are found in the sources")
     refs = [list(read_lines(r)) for r in request.ref]
     ref_names = [str(r) for r in request.ref]
     systems = [read_system(h, stdin) for h in request.hyp or ([] if request.model else ["-"])]
@@ -129,4 +135,17 @@ def evaluate(request: EvalOptions, search: Overrides[SearchConfig], inference: O
         result.paired, result.signatures = paired_bootstrap(systems, refs, n)
     else:
         result.scored = [(name, score(hyps, refs, name, ref_names)) for name, hyps in systems]
+        if glossary is not None:
+            assert request.src is not None and request.glossary is not None
+            sources = list(read_lines(request.src))
+            for name, scores in result.scored:
+                scores.append(term_accuracy(glossary, request.glossary, sources, dict(systems)[name], name))
     return result
+
+
+def term_accuracy(glossary: Glossary, path: Path, sources: list[str], hyps: list[str], name: str) -> Score:
+    """The share of the glossary's terms found in `sources` that `hyps` use (`Glossary.used`), in percent."""
+    check_parallel(hyps, sources, name, str(path))
+    used, found = glossary.used(sources, hyps)
+    return Score("term accuracy", round(100 * used / found, 2) if found else 0.0, f"glossary:{path}|terms:{found}",
+                 f"{used:,} of the {found:,} glossary terms of the sources used in the translations")
