@@ -193,9 +193,8 @@ class Service:
         if format != "text" or file:
             for i, t in enumerate(texts):
                 check_unicode(t, f"text {i}")
-            if format == "text" and (size := sum(map(len, texts))) > self.cfg.max_document_chars:  # before reading
-                raise TooLarge(as_flags(f"{size} characters of text to translate in one request; at most "
-                                        f"{self.cfg.max_document_chars} ({ref('max_document_chars')})"))
+            if format == "text":  # its characters are known before it is read
+                self.check_characters(sum(map(len, texts)))
             return texts
         lines = [line for t in texts for line in lines_of(t)]
         if len(lines) > self.cfg.max_lines:
@@ -212,12 +211,17 @@ class Service:
     def check_work(self, work: Work, document: bool) -> None:
         """TooLarge unless `work` is within --max-sentences, and (an HTML text or a file: a `document`)
         --max-document-chars."""
-        if document and work.characters > self.cfg.max_document_chars:
-            raise TooLarge(as_flags(f"{work.characters} characters of text to translate in one request; at most "
-                                    f"{self.cfg.max_document_chars} ({ref('max_document_chars')})"))
+        if document:
+            self.check_characters(work.characters)
         if len(work.sentences) > self.cfg.max_sentences:
             raise TooLarge(as_flags(f"{len(work.sentences)} sentences in one request once its text is cut into "
                                     f"sentences; at most {self.cfg.max_sentences} ({ref('max_sentences')})"))
+
+    def check_characters(self, size: int) -> None:
+        """TooLarge for an HTML text or a file of more than --max-document-chars characters of text to translate."""
+        if size > self.cfg.max_document_chars:
+            raise TooLarge(as_flags(f"{size} characters of text to translate in one request; at most "
+                                    f"{self.cfg.max_document_chars} ({ref('max_document_chars')})"))
 
     @property
     def widest(self) -> int:
@@ -276,7 +280,7 @@ class Service:
             raise RequestError(render_refs(str(e), lambda name, off: names.get(name, name)), status) from None
         asked = search.nbest
         if asked > 1:  # token sequences that read the same ("Hund." and "Hund" + "."): search wider, keep the distinct
-            wide = min(MAX_BEAM, DISTINCT_WIDTH * asked)
+            wide = distinct_width(asked)
             search = dataclasses.replace(search, nbest=wide, beam=max(search.beam, wide))
         deadline = asyncio.get_running_loop().time() + self.cfg.timeout
         reading = functools.partial(plan, texts, source, self.split, cast(Any, format), target)
@@ -289,7 +293,9 @@ class Service:
         pairs = await self.translate(request, [pieces[i] for i in aligned], Job(direction, search, "alignments"),
                                      deadline)
         finishing = functools.partial(work.finish, pieces, dict(zip(aligned, pairs)))
-        out = finishing() if format == "text" else await asyncio.to_thread(finishing)
+        # a page is written back in the reader thread too: off the event loop, one at a time
+        out = finishing() if format == "text" else await asyncio.get_running_loop().run_in_executor(self.reader,
+                                                                                                   finishing)
         if asked > 1:
             out = [distinct(t, asked) for t in out]
         request.scope[LINES_KEY] = request.scope.get(LINES_KEY, 0) + sum(len(lines_of(t)) for t in texts)
@@ -329,6 +335,11 @@ class Service:
                            504)
 
 
+def distinct_width(n: int) -> int:
+    """The beam and n-best that an n-best request of `n` searches with, for `n` distinct texts."""
+    return min(MAX_BEAM, DISTINCT_WIDTH * n)
+
+
 def distinct(t: TextTranslation, n: int) -> TextTranslation:
     """`t` with its first `n` hypotheses of distinct texts (best first): fewer where the search found no more."""
     first: dict[str, Any] = {}
@@ -346,7 +357,7 @@ def fewer_note(done: Sequence[TextTranslation], n: int) -> Optional[str]:
         return None
     return (f"{len(short)} of {len(done)} text(s) have fewer than {n} distinct translations (text(s) "
             f"{', '.join(map(str, short[:SHOWN_SOURCES]))}{', ...' if len(short) > SHOWN_SOURCES else ''}): a search "
-            f"{min(MAX_BEAM, DISTINCT_WIDTH * n)} wide found no more")
+            f"{distinct_width(n)} wide found no more")
 
 
 def check_unicode(text: str, what: str) -> None:

@@ -63,7 +63,8 @@ class Glossary:
 
     def __init__(self, terms: Sequence[Term]):
         self.terms: dict[str, Term] = {}  # by folded source
-        self.by_words: dict[tuple[str, ...], list[Term]] = {}
+        # by their words: each with how many characters it has before its first word and after its last
+        self.by_words: dict[tuple[str, ...], list[tuple[Term, int, int]]] = {}
         for term in terms:
             key = words_of(term.source)
             if not key:
@@ -72,7 +73,8 @@ class Glossary:
                 raise InputError(f"{term.where}: the source term has {len(key)} words; at most {MAX_WORDS}")
             known = self.terms.setdefault(folded(term.source), term)
             if known is term:
-                self.by_words.setdefault(key, []).append(term)
+                words = [m.span() for m in WORD.finditer(term.source)]
+                self.by_words.setdefault(key, []).append((term, words[0][0], len(term.source) - words[-1][1]))
             if known.target != term.target:
                 raise InputError(f"{term.where}: the source term {term.source!r} is also on {known.where} with "
                                  f"another target ({known.target!r}, here {term.target!r}); keep one of them")
@@ -133,12 +135,10 @@ class Glossary:
         return found
 
     @staticmethod
-    def match_at(text: str, start: int, end: int, terms: list[Term]) -> Match | None:
+    def match_at(text: str, start: int, end: int, terms: list[tuple[Term, int, int]]) -> Match | None:
         """The term of `terms` (their words are those of text[start:end]) whose whole surface, with what it has
-        before its first word and after its last, is the text's there (None: none is)."""
-        for term in terms:
-            words = [m.span() for m in WORD.finditer(term.source)]
-            lead, trail = words[0][0], len(term.source) - words[-1][1]
+        before its first word (`lead` characters) and after its last (`trail`), is the text's there (None: none)."""
+        for term, lead, trail in terms:
             a, b = start - lead, end + trail
             if a >= 0 and folded(text[a:b]) == folded(term.source) and not (a and text[a - 1].isalnum() and lead) \
                     and not (b < len(text) and text[b].isalnum() and trail):

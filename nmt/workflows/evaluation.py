@@ -91,8 +91,9 @@ ProgressBar = Callable[[int], AbstractContextManager[ProgressFn]]  # a progress 
 
 def translate_source(request: EvalOptions, search: Overrides[SearchConfig], options: InferenceConfig,
                      refs: list[list[str]], log: ProgressFn, bar: ProgressBar,
-                     text: TextConfig = TextConfig()) -> tuple[str, list[str]]:
-    """--model's translations of --src (line-parallel to the first reference), saved to --save-hyp if given."""
+                     text: TextConfig = TextConfig(), glossary: Optional[Glossary] = None) -> tuple[str, list[str]]:
+    """--model's translations of --src (line-parallel to the first reference; with `glossary`'s terms), saved to
+    --save-hyp if given."""
     assert request.model and request.src is not None  # check_translating refuses --model without --src
     sources = list(read_lines(request.src))
     check_parallel(sources, refs[0], str(request.src), str(request.ref[0]))
@@ -101,7 +102,6 @@ def translate_source(request: EvalOptions, search: Overrides[SearchConfig], opti
         request.src_lang, request.tgt_lang, str(request.model[0]))
     with bar(len(sources)) as report:
         translator.progress = report
-        glossary = Glossary.read(request.glossary, GLOSSARY) if request.glossary else None
         translations = translate_file(Documents(translator, text.split, glossary=glossary), None, sources)
     if request.save_hyp:
         with atomic_write(request.save_hyp, "w") as f:
@@ -125,7 +125,7 @@ def evaluate(request: EvalOptions, search: Overrides[SearchConfig], inference: O
     ref_names = [str(r) for r in request.ref]
     systems = [read_system(h, stdin) for h in request.hyp or ([] if request.model else ["-"])]
     if options is not None:
-        systems.append(translate_source(request, search, options, refs, log, bar, text))
+        systems.append(translate_source(request, search, options, refs, log, bar, text, glossary))
     left_out = ter_left_out(systems, reference_sets(refs), ref_names)
     if left_out:
         log(Progress("eval", message=f"warning: {left_out}"))

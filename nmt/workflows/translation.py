@@ -14,10 +14,9 @@ from nmt.core.files import check_input_file, check_output_file
 from nmt.core.outputs import check_distinct
 from nmt.core.progress import Progress, ProgressFn
 from nmt.documents.streams import read_chunks
-from nmt.documents.texts import Documents, Format, TextTranslation
+from nmt.documents.texts import NOTHING, Documents, Format, TextTranslation
 from nmt.engines.base import Engine, Translation
 from nmt.engines.heatmaps import pharaoh, require_matplotlib, write_heatmaps
-from nmt.engines.search import Hypothesis
 from nmt.text.glossary import Glossary
 
 
@@ -125,7 +124,7 @@ def as_json(t: TextTranslation, nbest: int, alignments: Optional[list[str]] = No
     with alignments (Pharaoh pairs; with n-best, each hypothesis's)."""
     row: dict[str, object] = {"text": t.text, "score": round(t.score, 4)}
     if nbest > 1:
-        hypotheses = t.hypotheses or [("", Hypothesis([], 0.0, 0.0))]
+        hypotheses = t.hypotheses or [("", NOTHING)]
         entries: list[dict[str, object]] = [{"text": text, "score": round(h.score, 4), "log_prob": round(h.log_prob, 4)}
                                             for text, h in hypotheses]
         for entry, alignment in zip(entries, alignments or []):
