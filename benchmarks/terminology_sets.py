@@ -8,7 +8,11 @@
   fails. The selection is automatic: some of these are other words, not translations (plate -> Home, of home plate).
 
 Each set is written as a glossary (OUT/easy.tsv, OUT/hard.tsv) with the test lines whose source holds one of its
-terms (OUT/easy.SRC, OUT/easy.TGT, ...), ready for `nmt eval --glossary`:
+terms (OUT/easy.SRC, OUT/easy.TGT, ...), ready for `nmt eval --glossary`. The hard set's references use the
+dominant nouns, so a translation that obeys its glossary loses BLEU against them by construction; OUT/hard.termref.TGT
+is a second reference for it: each reference with the dominant noun of a term its source holds replaced by the term's
+target (whole words, as written; the articles and endings around it are left as they were, so it is an
+approximation of what a glossary-obeying translator would write).
 
     python benchmarks/terminology_sets.py --train multi30k/train --test multi30k/test --src en --tgt de --out terms
 """
@@ -69,6 +73,17 @@ def main() -> None:
             (out / f"{name}.{lang}").write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
         found = sum(len(glossary.matches(test_src[i])) for i in keep)
         print(f"{name}: {len(terms)} terms, {len(keep)} test lines, {found} term occurrences")
+        if name == "hard":
+            refs, replaced = [], 0
+            for i in keep:
+                line = test_tgt[i]
+                for match in glossary.matches(test_src[i]):
+                    dominant = easy[match.term.source.lower()]
+                    line, n = re.subn(rf"(?<!\w){re.escape(dominant)}(?!\w)", match.term.target, line)
+                    replaced += n
+                refs.append(line)
+            (out / f"hard.termref.{args.tgt}").write_text("".join(r + "\n" for r in refs), encoding="utf-8")
+            print(f"hard.termref.{args.tgt}: {replaced} dominant nouns replaced by their term")
 
 
 if __name__ == "__main__":

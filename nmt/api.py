@@ -228,38 +228,44 @@ class Translator:
 
     def translate(self, texts: Sequence[str], *, split: Optional[bool] = None, format: Optional[Format] = None,
                   batch_size: Optional[int] = None, max_tokens: Optional[int] = None,
-                  glossary: GlossaryLike = None, **search: Unpack[CallOptions]) -> list[str]:
+                  glossary: GlossaryLike = None, glossary_method: str = "auto",
+                  **search: Unpack[CallOptions]) -> list[str]:
         """The best translation of each text, in order (an empty list gives []). `split`: cut each text into
         sentences (default: `load`'s); `format`: "text" or "html"; `batch_size`, `max_tokens`: sentences and
         source tokens per batch; `glossary`: terms to use, {source term: target term} or a glossary file (see
-        `nmt translate --glossary`); `tgt_lang`, `src_lang`: a multilingual model's direction (default: `load`'s);
+        `nmt translate --glossary`), `glossary_method` how its terms get in ("auto", "place" or "constrain": `nmt
+        translate --glossary-method`); `tgt_lang`, `src_lang`: a multilingual model's direction (default: `load`'s);
         search options (beam=5, ...) for this call only."""
         if (search.get("nbest") or 1) > 1:
             raise ConfigError(f"nbest {search.get('nbest')}: translate() gives the best translation of each text; "
                               "use translate_results() for the n best")
         return [t.text for t in self._translate(texts, "translate", split, format, batch_size, max_tokens, search,
-                                                glossary)]
+                                                glossary, glossary_method)]
 
     def translate_one(self, text: str, *, split: Optional[bool] = None, format: Optional[Format] = None,
-                      glossary: GlossaryLike = None, **search: Unpack[CallOptions]) -> str:
+                      glossary: GlossaryLike = None, glossary_method: str = "auto",
+                      **search: Unpack[CallOptions]) -> str:
         """The best translation of one text."""
         if not isinstance(text, str):
             raise TypeError(f"translate_one() takes one str, got {type(text).__name__}; for several texts use "
                             "translate(texts)")
-        return self.translate([text], split=split, format=format, glossary=glossary, **search)[0]
+        return self.translate([text], split=split, format=format, glossary=glossary, glossary_method=glossary_method,
+                              **search)[0]
 
     def translate_results(self, texts: Sequence[str], *, split: Optional[bool] = None,
                           format: Optional[Format] = None, batch_size: Optional[int] = None,
                           max_tokens: Optional[int] = None, glossary: GlossaryLike = None,
-                          **search: Unpack[CallOptions]) -> list[Result]:
+                          glossary_method: str = "auto", **search: Unpack[CallOptions]) -> list[Result]:
         """A `Result` per text, in order: the best translation, its score and the `nbest` best candidates (a
         `glossary` changes the best one only)."""
-        found = self._translate(texts, "translate_results", split, format, batch_size, max_tokens, search, glossary)
+        found = self._translate(texts, "translate_results", split, format, batch_size, max_tokens, search, glossary,
+                                glossary_method)
         return [Result.of(t) for t in found]
 
     def _translate(self, texts: Sequence[str], function: str, split: Optional[bool], format: Optional[Format],
                    batch_size: Optional[int], max_tokens: Optional[int],
-                   search: Mapping[str, Any], glossary: GlossaryLike = None) -> list[TextTranslation]:
+                   search: Mapping[str, Any], glossary: GlossaryLike = None,
+                   glossary_method: str = "auto") -> list[TextTranslation]:
         items = checked_texts(texts, function)
         search = dict(search)
         direction = (search.pop("src_lang", None), search.pop("tgt_lang", None))
@@ -269,7 +275,7 @@ class Translator:
             if direction != (None, None):
                 engine = engine.with_direction(*direction)
             documents = Documents(engine, self._split if split is None else split, format or self._format,
-                                  glossary_of(glossary))
+                                  glossary_of(glossary), glossary_method)
             return list(documents.translate(chunks_of(items, CHUNK)))
 
     def _variant(self, search: Mapping[str, Any], batch_size: Optional[int],

@@ -289,4 +289,11 @@ def test_a_glossary_per_call(translator):
         translator.translate(["<p>A dog.</p>"], format="html", glossary={"dog": "Köter"})
     with pytest.raises(TypeError, match="glossary takes"):
         translator.translate(["x"], glossary=["dog"])
+    # the methods of --glossary-method: a constrained search writes the term (the tiny model knows no German)
+    for method in ("auto", "constrain"):
+        assert "Köter" in translator.translate(["A dog runs."], glossary={"dog": "Köter"}, glossary_method=method)[0]
+    with pytest.raises(ConfigError, match="glossary_method constrain with sampling"):
+        translator.translate(["A dog."], glossary={"dog": "Köter"}, glossary_method="constrain", sampling=True)
+    with pytest.raises(ConfigError, match="glossary_method"):
+        translator.translate(["A dog."], glossary={"dog": "Köter"}, glossary_method="force")
     assert isinstance(nmt.Translator, type)

@@ -25,6 +25,7 @@ from nmt.distillation.distill import distill, teacher_inference, teacher_search
 from nmt.distillation.interpolation import closest
 from nmt.distillation.teacher_checks import TeacherChecks, failure, longest_run
 from nmt.engines.base import Translation
+from nmt.engines.ct2_export import file_sha256
 from nmt.engines.search import Hypothesis
 from nmt.scoring import sentence_score
 
@@ -396,3 +397,85 @@ def test_a_student_preset_is_deep_shallow_and_searches_greedily(name, layers, d_
     assert checkpoint.load(ckpt).search.values == {"beam": 1}
     assert open_engine([ckpt], inference=InferenceConfig(engine="torch")).search_cfg.beam == 1
     assert open_engine([ckpt], Overrides(SearchConfig, {"beam": 3}), InferenceConfig(engine="torch")).search_cfg.beam == 3
+
+
+# -- glossaries --------------------------------------------------------------------------------------------------
+
+
+class Aligning(Scripted):
+    """A scripted teacher whose alignment links each source word to the target word at its place."""
+
+    def alignment(self, line, hypothesis, line_index=0):
+        return [(i, i) for i in range(len(line.split()))]
+
+
+def test_a_glossary_s_terms_are_placed_and_a_resume_with_another_glossary_is_refused(tmp_path):
+    corpus(tmp_path, ["S1 a dog", "S2 no term", "S3 dog dog", "S4 Dog"])
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("dog\tKöter\n", encoding="utf-8")
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, Aligning(fail_at=1), glossary=terms)  # the first chunk (3 lines) written
+    state = json.loads((tmp_path / "out" / "distill.json").read_text())
+    assert state["glossary"] == file_sha256(terms)
+    other = tmp_path / "other.tsv"
+    other.write_text("dog\tHund\n", encoding="utf-8")
+    for given in (None, other):
+        with pytest.raises(ConfigError) as e:
+            run(tmp_path, Aligning(), glossary=given)
+        assert "another --glossary" in as_flags(str(e.value))
+    terms.write_text("dog\tHund\n", encoding="utf-8")  # the same file, other terms
+    with pytest.raises(ConfigError, match="another --glossary"):
+        run(tmp_path, Aligning(), glossary=terms)
+    terms.write_text("dog\tKöter\n", encoding="utf-8")
+    teacher = Aligning()
+    report = run(tmp_path, teacher, glossary=terms)
+    assert teacher.calls == [3]  # resumed at the second chunk
+    assert (tmp_path / "out" / "train.de").read_text(encoding="utf-8").splitlines() == [
+        "T1 a Köter", "T2 no term", "T3 Köter Köter", "T4 Köter"]  # ("Dog": case aside)
+    assert report["glossary"] == {"file": str(terms), "terms": 1, "found_now": 1, "placed_now": 1}
+
+
+def test_a_glossary_with_interpolation_an_ensemble_or_a_bad_line_is_refused_before_the_teacher_loads(tmp_path):
+    from nmt.distillation.distill import teacher_glossary
+
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("dog\tKöter\ncat Katze\n", encoding="utf-8")
+    with pytest.raises(InputError, match=f"^{terms}:2: no tab"):
+        teacher_glossary(options(tmp_path, glossary=terms))
+    with pytest.raises(ConfigError) as e:
+        teacher_glossary(options(tmp_path, glossary=terms, interpolate="chrf"))
+    assert as_flags(str(e.value)).startswith("--glossary with --interpolate chrf: the terms are placed in the teacher's "
+                                             "best translation")
+    with pytest.raises(ConfigError) as e:
+        teacher_glossary(options(tmp_path, glossary=terms, model=[tmp_path / "a.pt", tmp_path / "b.pt"]))
+    assert "an ensemble (2 checkpoints)" in str(e.value)
+    assert teacher_glossary(options(tmp_path)) is None
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--glossary", "{bad}"], "{bad}:1: no tab"),
+    (["--glossary", "{good}", "--interpolate", "chrf"], "--glossary with --interpolate chrf"),
+    (["--glossary", "{absent}"], "--glossary {absent}: cannot read"),
+])
+def test_careless_glossaries_are_one_line_errors(extra, words, sample, tiny_checkpoint, tmp_path):
+    names = {"bad": tmp_path / "bad.tsv", "good": tmp_path / "good.tsv", "absent": tmp_path / "absent.tsv"}
+    names["bad"].write_text("dog Köter\n", encoding="utf-8")
+    names["good"].write_text("dog\tKöter\n", encoding="utf-8")
+    args = ["distill", "-m", tiny_checkpoint, "--train", sample / "train", "--src", "en", "--tgt", "de",
+            "--out", tmp_path / "out"]
+    assert_cli_error(cli(*args, *(e.format(**names) for e in extra)), words.format(**names))
+
+
+def test_the_tiny_teacher_places_a_glossary_s_terms(sample, tiny_checkpoint, tmp_path):
+    """Through the int8 engine's alignment, chunk by chunk: the terms found are counted, those placed are in the
+    corpus."""
+    terms = tmp_path / "terms.tsv"
+    targets = {"a": "XA", "man": "XMAN", "woman": "XWOMAN", "the": "XTHE", "in": "XIN", "is": "XIS", "two": "XTWO"}
+    terms.write_text("".join(f"{s}\t{t}\n" for s, t in targets.items()), encoding="utf-8")
+    report = real(sample, tmp_path / "out", [tiny_checkpoint], max_ratio=0, max_repeats=0, keep_copies=True,
+                  glossary=terms)
+    counts = report["glossary"]
+    assert counts["terms"] == len(targets) and counts["found_now"] > 20 and 0 < counts["placed_now"] <= counts["found_now"]
+    corpus_text = (tmp_path / "out" / "train.de").read_text(encoding="utf-8")
+    placed = sum(corpus_text.count(t) + corpus_text.count(t.capitalize()) for t in targets.values())
+    assert placed >= counts["placed_now"]

@@ -97,3 +97,18 @@ def test_a_translation_uses_a_term_where_its_target_appears(sources, translation
 def test_a_term_with_regex_characters_is_literal():
     glossary = Glossary([Term("C++", "C++"), Term("a.b", "x|y")])
     assert glossary.used(["C++ and a.b"], ["C++ und x|y"]) == (2, 2)
+
+
+def test_a_merged_glossary_takes_the_other_s_term_and_leaves_both_unchanged():
+    """Glossary.merged (a server's --glossary under a request's own terms): where both have a source term (case aside)
+    the other's target; the longest term still wins, whichever glossary it is in."""
+    base = Glossary([Term("dog", "Hund"), Term("New York", "NY"), Term("cat", "Katze")])
+    over = Glossary([Term("DOG", "Köter"), Term("New York City", "NYC"), Term("bird", "Vogel")])
+    merged = base.merged(over)
+    text = "A dog and a cat in New York City, a bird in New York."
+    assert [(m.term.source, m.term.target) for m in merged.matches(text)] == [
+        ("DOG", "Köter"), ("cat", "Katze"), ("New York City", "NYC"), ("bird", "Vogel"), ("New York", "NY")]
+    assert len(merged) == 5 and (len(base), len(over)) == (3, 3)
+    assert [m.term.target for m in base.matches(text)] == ["Hund", "Katze", "NY", "NY"]
+    assert [m.term.target for m in over.matches(text)] == ["Köter", "NYC", "Vogel"]
+    assert [m.term.target for m in over.merged(base).matches("dog")] == ["Hund"]

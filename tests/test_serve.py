@@ -202,6 +202,9 @@ class FakeEngine:
     def with_search(self, cfg: SearchConfig) -> FakeEngine:
         return self
 
+    def with_constraints(self, terms: dict[int, list[str]]) -> FakeEngine:
+        return self  # (no search to constrain: a glossary's terms searched for are then placed, or not)
+
 
 class Broken(FakeModel):
     def __call__(self, lines: list[str], search: SearchConfig) -> list[Translation]:
@@ -510,7 +513,7 @@ def test_a_request_sets_the_search_settings_of_the_decoding_table():
     from nmt.serve.schemas import TranslateRequest, settings_of
 
     assert list(TranslateRequest.model_fields) == ["text", "source", "target", "format", "scores",
-                                                   *(o.field for o in REQUEST_OPTIONS), "api_key"]
+                                                   *(o.field for o in REQUEST_OPTIONS), "glossary", "api_key"]
     assert settings_of(TranslateRequest(text="a", nbest=2)) == {"beam": None, "nbest": 2}
 
 
@@ -1134,7 +1137,7 @@ def test_v1_translate_gives_a_text_in_the_target_language_back_as_it_was(three):
     r = post(url, "/v1/translate", {"text": ["a man .", "b"], "source": "en", "target": "en", "scores": True})
     assert r.status_code == 200, r.text
     assert r.json() == {"translations": [{"text": "a man .", "score": 0.0}, {"text": "b", "score": 0.0}],
-                        "model": None, "untranslated": True, "note": None}
+                        "model": None, "untranslated": True, "note": None, "terms": None}
     assert not any(m.calls for m in models.values())  # no engine asked
     r = post(url, "/v1/translate", {"text": "a", "source": "xx", "target": "xx"})
     assert r.status_code == 422 and "does not translate xx -> xx" in r.json()["error"]

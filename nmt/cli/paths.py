@@ -71,6 +71,14 @@ def prefixed_files(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
     return found
 
 
+def glossary_files(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """serve's --glossary [SRC-TGT=]FILE: the files it reads."""
+    from nmt.serve.backend import GLOSSARY_SPEC  # only when serve runs
+
+    return [("--glossary", Path(spec.group(3) if (spec := GLOSSARY_SPEC.fullmatch(value)) else value))
+            for value in params.get("glossary") or [] if value]
+
+
 def run_checkpoints(params: Mapping[str, Any]) -> list[tuple[str, Path]]:
     """average's run folder: the checkpoints in it that --last may read."""
     inputs = params.get("inputs") or []
@@ -121,7 +129,8 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
     "distill": CommandPaths({"out": Writes(True)}, named=prefixed_files, prints=lambda p: True),
     "demo": CommandPaths({"out": Writes(True)}, prints=lambda p: True),
     "download": CommandPaths({"out": Writes(True)}, prints=lambda p: bool(p.get("list_") or p.get("verify"))),
-    "serve": CommandPaths({"access_log": FILE}),  # appended to: never an input (a checkpoint, --api-keys)
+    # appended to: never an input (a checkpoint, --api-keys, a --glossary)
+    "serve": CommandPaths({"access_log": FILE}, named=glossary_files),
     "export": CommandPaths({"out_dir": Writes(True)}),
     "shortlist": CommandPaths({"out": FILE}),
     "import marian": CommandPaths({"out": FILE}, named=marian_files),

@@ -203,6 +203,9 @@ class DistillOptions(CommandOptions):
     lid: float = option(0.0, "Drop a source line that the language detector (fastText's lid.176) gives less than this "
                         "probability, in percent, of being in --src: monolingual text's noise (0: keep all).", low=0.0,
                         high=100.0)
+    glossary: Optional[Path] = option(None, "Terms the teacher's translations must use (a TSV file as translate's): "
+                                      "the words aligned to each term found are replaced by its target, for a "
+                                      "terminology-aware student; one teacher, not with --interpolate.")
 
 
 @dataclass(frozen=True)
@@ -234,12 +237,16 @@ class DownloadOptions(CommandOptions):
 
 @dataclass(frozen=True)
 class ListenOptions(CommandOptions):
-    """`nmt serve`'s model and address (its batching and limits are ServeConfig's)."""
+    """`nmt serve`'s models, their glossaries and its address (its batching and limits are ServeConfig's)."""
 
     model: list[Path] = model_paths()
     name: Optional[list[str]] = option(None, "A name for each -m checkpoint, in order: what /health, the answers' "
                                        "model and the log call it (default: its folder and file, such as "
                                        "en-de/averaged.pt).")
+    glossary: Optional[list[str]] = option(
+        None, "Terms a direction's translations must use: SRC-TGT=FILE (a bare FILE: the only direction served), a "
+        "TSV file as translate's (source term<TAB>target term a line); repeat it for other directions. A request's "
+        "own glossary goes over it (docs/commands/serve.md#glossaries).")
     host: str = option("127.0.0.1", "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
                        "interface, e.g. behind a reverse proxy).")
     port: int = option(8080, "TCP port.", low=0, high=65535)

@@ -217,11 +217,16 @@ class InferenceConfig:
 
 @dataclass(frozen=True)
 class TextConfig:
-    """How the text given to translate is cut for a model trained on sentences."""
+    """How the text given to translate is cut for a model trained on sentences, and how a glossary's terms get in."""
 
     split: bool = option(True, "Split each input line into sentences (the rules of the model's source language), "
                          "translate them as one batch and join them with the line's own spacing; --no-split gives "
                          "the model each line whole.", flag="--split/--no-split")
+    glossary_method: Literal["auto", "place", "constrain"] = option(
+        "auto", "How --glossary's terms get into a translation: place (the words aligned to a term replaced by its "
+        "target), constrain (a beam search that must write each term; on CTranslate2 the torch engine searches the "
+        "sentences with terms) or auto (place, then the constrained search for a sentence whose terms could not "
+        "all be placed).")
 
     def validate(self) -> TextConfig:
         check_fields(self)

@@ -1,10 +1,11 @@
 """`nmt distill` end to end: a teacher translates the source side of a corpus chunk by chunk (each chunk a file
 of its own, written whole: a killed run goes on from the first chunk missing), one translation is kept per line
-(the teacher's best, or the n-best one closest to the reference), and the pairs the teacher got wrong are
-dropped and counted; the distilled corpus appears, whole, once every chunk is done.
+(the teacher's best, or the n-best one closest to the reference; with a glossary, its terms placed in the best,
+`nmt.documents.terms`), and the pairs the teacher got wrong are dropped and counted; the distilled corpus appears,
+whole, once every chunk is done.
 
-OUT holds chunks/ (the translations), distill.json (who made them: teacher files, engine, search, source), then
-train.SRC and train.TGT, dropped.tsv (line, reason, source, translation) and report.json.
+OUT holds chunks/ (the translations), distill.json (who made them: teacher files, engine, search, source, glossary),
+then train.SRC and train.TGT, dropped.tsv (line, reason, source, translation) and report.json.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ from nmt.core.outputs import check_distinct, claim_folder
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.distillation.interpolation import closest
 from nmt.distillation.teacher_checks import REASONS, TeacherChecks, failure
+from nmt.documents.terms import Placed, place_terms
 from nmt.engines.base import Engine, Translation
-from nmt.engines.choice import open_engine
+from nmt.engines.choice import Needs, open_engine
 from nmt.engines.conversions import checkpoint_digest
 from nmt.engines.ct2_export import file_sha256
+from nmt.text.glossary import Glossary
 from nmt.text.languages import Detector
 from nmt.training.distributed import Comm, process_group, torchrun_env
 
@@ -76,8 +79,11 @@ def distil_share(o: DistillOptions, search: Overrides[SearchConfig], inference: 
     started = time.monotonic()
     check_output_dir(o.out, ref("out"))
     claim_folder(o.out, ref("out"), (STATE, CHUNKS, REPORT), "nmt distill")  # never a user's train.SRC and .TGT
+    glossary = comm.all_succeed(lambda: teacher_glossary(o))  # its errors before the teacher loads
+    needs = Needs(alignments=glossary is not None)
     engine = comm.all_succeed(lambda: teacher(open_teacher(o.model, teacher_search(search, o),
-                                                           teacher_inference(inference), progress=progress), o))
+                                                           teacher_inference(inference), progress=progress,
+                                                           needs=needs), o))
     wanted = identity(o, engine, source, reference)
     found = comm.gather(wanted)
     if any(other != wanted for other in found):  # the same teacher, search and corpus in every process
@@ -97,8 +103,9 @@ def distil_share(o: DistillOptions, search: Overrides[SearchConfig], inference: 
                              f"line-aligned corpus ({ref('train')})")
         engine.progress = progress
         share = comm.all_succeed(lambda: translate_chunks(engine, source, reference, o, total, progress, comm.rank,
-                                                          comm.world))
-        translated = sum(comm.gather(share))
+                                                          comm.world, glossary))
+        shares = comm.gather(share)
+        translated = sum(lines for lines, _ in shares)
 
         def finish() -> dict[str, Any]:
             report = assemble(o, source, o.out / CHUNKS, total)
@@ -106,6 +113,10 @@ def distil_share(o: DistillOptions, search: Overrides[SearchConfig], inference: 
             report.update(teacher=[str(m) for m in o.model], engine=describe_engine(engine), processes=comm.world,
                           translated_now=translated, seconds=round(seconds, 1),
                           sentences_per_second=round(translated / seconds, 1) if translated else None)
+            if glossary is not None:  # the terms of the lines translated now (a resumed run's chunks were counted then)
+                report["glossary"] = {"file": str(o.glossary), "terms": len(glossary),
+                                      "found_now": sum(terms.found for _, terms in shares),
+                                      "placed_now": sum(terms.placed for _, terms in shares)}
             with atomic_write(o.out / REPORT, "w") as f:  # last: its presence says the corpus is whole
                 f.write(json.dumps(report, indent=2) + "\n")
             return report
@@ -132,6 +143,22 @@ def teacher(engine: Engine, o: DistillOptions) -> Engine:
         return engine.with_direction(o.src, o.tgt, str(o.model[0]))
     except ConfigError as e:
         raise ConfigError(str(e).replace(ref("tgt_lang"), ref("tgt")).replace(ref("src_lang"), ref("src"))) from None
+
+
+def teacher_glossary(o: DistillOptions) -> Optional[Glossary]:
+    """The glossary of --glossary (None without one): InputError naming FILE:LINE for a line that is no term;
+    ConfigError for an ensemble (terms are placed through one model's attention) or --interpolate (it keeps the n-best
+    hypothesis closest to the reference, and terms are placed in the teacher's best only)."""
+    if o.glossary is None:
+        return None
+    if len(o.model) > 1:
+        raise ConfigError(f"{ref('glossary')}: terms are placed through one model's attention, and an ensemble "
+                          f"({len(o.model)} checkpoints) has none; give one {ref('model')}")
+    if o.interpolate != "none":
+        raise ConfigError(f"{ref('glossary')} with {ref('interpolate')} {o.interpolate}: the terms are placed in the "
+                          "teacher's best translation, and interpolation keeps the n-best one closest to the reference "
+                          f"(often another, without them); leave {ref('interpolate')} or {ref('glossary')} out")
+    return Glossary.read(o.glossary, ref("glossary"))
 
 
 def teacher_search(search: Overrides[SearchConfig], o: DistillOptions) -> Overrides[SearchConfig]:
@@ -170,7 +197,8 @@ def identity(o: DistillOptions, engine: Engine, source: Path, reference: Optiona
             "teacher": [checkpoint_digest(m) for m in o.model],
             "engine": describe_engine(engine), "search": search, "direction": f"{o.src}-{o.tgt}",
             "source": file_sha256(source), "interpolate": o.interpolate,
-            "reference": file_sha256(reference) if reference else None, "chunk_lines": o.chunk_lines}
+            "reference": file_sha256(reference) if reference else None, "chunk_lines": o.chunk_lines,
+            "glossary": file_sha256(o.glossary) if o.glossary else None}
 
 
 def describe_engine(engine: Engine) -> str:
@@ -181,7 +209,7 @@ def describe_engine(engine: Engine) -> str:
 WHAT = {"teacher": "another teacher (--model)", "engine": "another engine or number format",
         "search": "other search options", "direction": "another --src/--tgt", "source": "another source file",
         "interpolate": "another --interpolate", "reference": "another reference file", "chunk_lines": "another "
-        "--chunk-lines", "format": "another nmt", "version": "another nmt"}
+        "--chunk-lines", "glossary": "another --glossary (or none)", "format": "another nmt", "version": "another nmt"}
 
 
 def keep_state(out: Path, wanted: dict[str, Any]) -> None:
@@ -214,12 +242,13 @@ def source_chunks(source: Path, reference: Optional[Path], size: int) -> Iterato
 
 
 def translate_chunks(engine: Engine, source: Path, reference: Optional[Path], o: DistillOptions, total: int,
-                     progress: ProgressFn, rank: int = 0, world: int = 1) -> int:
-    """Translate each chunk of this process's share (chunk k: k mod `world` is `rank`) not yet in OUT/chunks; how
-    many lines were translated now."""
+                     progress: ProgressFn, rank: int = 0, world: int = 1,
+                     glossary: Optional[Glossary] = None) -> tuple[int, Placed]:
+    """Translate each chunk of this process's share (chunk k: k mod `world` is `rank`) not yet in OUT/chunks, with
+    `glossary`'s terms placed in each line's best translation; how many lines were translated now, and their terms."""
     chunks = o.out / CHUNKS
     chunks.mkdir(exist_ok=True)
-    translated = 0
+    translated, terms = 0, Placed()
     for k, (lines, refs) in enumerate(source_chunks(source, reference, o.chunk_lines)):
         if k % world != rank:
             continue
@@ -228,11 +257,23 @@ def translate_chunks(engine: Engine, source: Path, reference: Optional[Path], o:
         if path.is_file():
             progress(Progress("translate", done=first + len(lines), total=total, unit="sentences"))
             continue
-        rows = [chosen(t, r, o.interpolate) for t, r in zip(engine.translate_chunk(lines, first), refs)]
+        done = engine.translate_chunk(lines, first)
+        if glossary is not None:
+            done = [with_terms(engine, t, glossary, first + i, terms) for i, t in enumerate(done)]
+        rows = [chosen(t, r, o.interpolate) for t, r in zip(done, refs)]
         with atomic_write(path, "w") as f:
             f.writelines(f"{rank}\t{text}\n" for rank, text in rows)
         translated += len(lines)
-    return translated
+    return translated, terms
+
+
+def with_terms(engine: Engine, t: Translation, glossary: Glossary, line: int, terms: Placed) -> Translation:
+    """Line number `line`'s translation with the glossary's terms placed through the teacher's alignment, counted in
+    `terms`."""
+    placed, counts = place_terms(t, glossary, lambda source, hypothesis: engine.alignment(source, hypothesis, line))
+    terms.found += counts.found
+    terms.placed += counts.placed
+    return placed
 
 
 def chosen(t: Translation, reference: str, metric: str) -> tuple[int, str]:

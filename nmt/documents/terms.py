@@ -1,4 +1,6 @@
-"""A glossary obeyed by any engine: the model translates each sentence as it would, and the target words aligned to a
+"""A glossary's terms in a translation (`--glossary-method`).
+
+place (`place_terms`, any engine): the model translates each sentence as it would, and the target words aligned to a
 matched source term (`nmt.text.glossary`) are replaced by the glossary's target term (the alignment is the engine's
 own: the last layer's cross-attention, on torch and CTranslate2 alike).
 
@@ -7,6 +9,11 @@ and the term is counted as unplaced (`Placed.unplaced`). The replaced span runs 
 word aligned to the term, at most as many words as the term has (its source's or target's: the last ones);
 punctuation around it (quotes, a full stop) stays. The hypothesis's tokens and scores are the model's: they describe
 its own output, not the glossary's words.
+
+constrain (`searched_terms`): the search itself must write each term's target (`Engine.with_constraints`,
+`nmt.engines.constrained`); here a term that begins the translation gets its capital, and a term the search could
+not write (a character outside the vocabulary, the length limit) is placed. auto places, and searches again where
+some term could not be placed (`nmt.documents.texts.Documents.with_terms`).
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ Aligner = Callable[[str, Hypothesis], list[tuple[int, int]]]  # (source, hypothe
 
 @dataclass
 class Placed:
-    """What a glossary did to one sentence: its terms found, placed, and not placed (aligned to no target word, or
-    to words another term of the sentence took)."""
+    """What a glossary did to one sentence (or several): its terms found, placed (in the translation), and not placed
+    (aligned to no target word, or to words another term of the sentence took, and not written by a search)."""
 
     found: int = 0
     placed: int = 0
+    searched: int = 0  # sentences searched again with their terms (--glossary-method auto)
 
     @property
     def unplaced(self) -> int:
@@ -88,3 +96,23 @@ def target_span(match: Match, sources: list[tuple[int, int]], links: dict[int, l
 def cased(term: str, at_start: bool) -> str:
     """The glossary's target as written, its first letter capitalised where it begins the translation."""
     return term[:1].upper() + term[1:] if at_start else term
+
+
+def searched_terms(translation: Translation, glossary: Glossary, aligner: Aligner) -> tuple[Translation, Placed]:
+    """`translation` (of one sentence, by a search constrained to its terms' targets) with the first letter of a term
+    that begins it capitalised, the terms it lacks (a character outside the vocabulary, the length limit reached)
+    placed as `place_terms` does, and its terms counted: found in the source, and used (`Glossary.used`)."""
+    matches = glossary.matches(translation.source)
+    if not matches or not translation.hypotheses:
+        return translation, Placed(len(matches))
+    text, hypothesis = translation.hypotheses[0]
+    for match in matches:
+        if text.startswith(match.term.target) and not text[len(match.term.target):][:1].isalnum():
+            text = cased(match.term.target, at_start=True) + text[len(match.term.target):]
+            break
+    searched = replace(translation, text=text, hypotheses=[(text, hypothesis), *translation.hypotheses[1:]])
+    missing = [m.term for m in matches if not glossary.used([m.term.source], [text])[0]]
+    if missing:
+        searched, _ = place_terms(searched, Glossary(missing), aligner)
+    used, found = glossary.used([translation.source], [searched.text])
+    return searched, Placed(found, used)

@@ -22,7 +22,7 @@ from typing import Literal, Optional
 from nmt.config import TextConfig, check_field
 from nmt.core.errors import ConfigError, ref
 from nmt.core.progress import Progress
-from nmt.documents.terms import Placed, place_terms
+from nmt.documents.terms import Placed, place_terms, searched_terms
 from nmt.engines.base import Engine, Translation, translate_chunks
 from nmt.engines.search import Hypothesis
 from nmt.text.glossary import Glossary
@@ -115,6 +115,14 @@ def check_search(format: Format, nbest: int) -> None:
         raise ConfigError(f"{ref('format')} html gives one translation of each document; leave {ref('nbest')} out")
 
 
+def check_glossary(format: Format) -> None:
+    """ConfigError for a glossary with documents of `format` html (an HTML page's inline tags are placed through the
+    model's own words, which the terms replace); the one place where this rule is checked: Documents and the server
+    ask here."""
+    if format == "html":
+        raise ConfigError(f"{ref('glossary')} with {ref('format')} html: not yet; translate the page without it")
+
+
 @dataclass
 class Work:
     """Texts as the sentences an engine sees (`plan`), and how their translations are put back.
@@ -203,17 +211,21 @@ class Documents:
     """An engine that translates texts rather than sentences (see the module's docstring).
 
     `split`: cut lines into sentences (TextConfig.split); `format`: "text", or "html" (each text a fragment or
-    a whole document whose tags are kept, see `nmt.text.markup`)."""
+    a whole document whose tags are kept, see `nmt.text.markup`); `glossary`: terms the translations use, by
+    `glossary_method` (TextConfig.glossary_method; see `with_terms`)."""
 
     def __init__(self, engine: Engine, split: bool = True, format: Format = "text",
-                 glossary: Optional[Glossary] = None):
+                 glossary: Optional[Glossary] = None, glossary_method: str = "auto"):
         check_field(TextConfig, "split", split)  # "no" is no bool: never taken for True
+        check_field(TextConfig, "glossary_method", glossary_method)
         check_format(format)
         check_search(format, engine.search_cfg.nbest)
         self.engine, self.split, self.format = engine, split, format
-        if glossary is not None and format == "html":  # (its inline tags are placed through the model's own words)
-            raise ConfigError(f"{ref('glossary')} with {ref('format')} html: not yet; translate the page without it")
+        if glossary is not None:
+            check_glossary(format)
         self.glossary, self.terms = glossary, Placed()  # the terms found and placed so far
+        # (auto with sampling: placed only; the constrained search is a beam search)
+        self.method = "place" if glossary_method == "auto" and engine.search_cfg.sampling else glossary_method
         self.name = engine.name
         self.search_cfg = engine.search_cfg
         self.lang = engine.languages[0]
@@ -226,27 +238,51 @@ class Documents:
         """One TextTranslation per text, in order; every sentence of `texts` is searched in one call of the
         engine (its batches)."""
         work = plan(texts, self.lang, self.split, self.format, self.languages[1])
-        done = self.sentences_of(work.sentences, first_line, len(texts)) if work.sentences else []
         if self.glossary is not None:
-            done = [self.place(t, first_line) for t in done]
+            done = self.with_terms(work.sentences, first_line, len(texts), self.glossary)
+        else:
+            done = self.sentences_of(work.sentences, first_line, len(texts)) if work.sentences else []
         pieces = work.assemble(done, self.search_cfg.nbest)
         alignments = {i: align(self.engine, pieces[i], 0, first_line) for i in work.aligned(pieces)}
         return work.finish(pieces, alignments)
 
-    def place(self, translation: Translation, line_index: int) -> Translation:
-        """A sentence's translation with its glossary terms placed (`nmt.documents.terms`), counted in `terms`."""
-        assert self.glossary is not None
-        placed, counts = place_terms(translation, self.glossary,
-                                     lambda source, hypothesis: self.engine.alignment(source, hypothesis, line_index))
-        self.terms.found += counts.found
-        self.terms.placed += counts.placed
-        return placed
+    def with_terms(self, sentences: list[str], first_line: int, texts: int, glossary: Glossary) -> list[Translation]:
+        """The translations of `sentences` (see `sentences_of`) with the glossary's terms, by the method asked
+        (TextConfig.glossary_method): placed through the alignment; searched for (the engine's constrained search);
+        or placed, and searched for in the sentences where some could not be (auto). Counted in `terms`."""
+        targets = {first_line + i: [m.term.target for m in glossary.matches(s)] for i, s in enumerate(sentences)}
+        targets = {n: line for n, line in targets.items() if line}
+        search = self.method == "constrain" and bool(targets)
+        engine = self.engine.with_constraints(targets) if search else self.engine
+        done = [self.terms_of(t, glossary, first_line, search)
+                for t in (self.sentences_of(sentences, first_line, texts, engine) if sentences else [])]
+        redo = [i for i, (_, counts) in enumerate(done) if counts.unplaced] if self.method == "auto" else []
+        if redo:  # searched again, made to hold their terms; the progress told is the first pass's
+            again = self.engine.with_constraints({first_line + j: targets[first_line + i] for j, i in enumerate(redo)})
+            again.progress = lambda event: self.engine.progress(event) if event.message else None
+            for i, t in zip(redo, again.translate_chunk([sentences[i] for i in redo], first_line)):
+                done[i] = self.terms_of(t, glossary, first_line, True)
+            self.terms.searched += len(redo)
+        for _, counts in done:
+            self.terms.found += counts.found
+            self.terms.placed += counts.placed
+        return [t for t, _ in done]
 
-    def sentences_of(self, sentences: list[str], first_line: int, texts: int) -> list[Translation]:
+    def terms_of(self, translation: Translation, glossary: Glossary, line_index: int,
+                 searched: bool) -> tuple[Translation, Placed]:
+        """A sentence's translation with its glossary terms placed, or (`searched`: by a constrained search) those
+        it lacks placed (`nmt.documents.terms`), and its counts."""
+        def aligner(source: str, hypothesis: Hypothesis) -> list[tuple[int, int]]:
+            return self.engine.alignment(source, hypothesis, line_index)
+
+        return (searched_terms if searched else place_terms)(translation, glossary, aligner)
+
+    def sentences_of(self, sentences: list[str], first_line: int, texts: int,
+                     engine: Optional[Engine] = None) -> list[Translation]:
         """The engine's translations of `sentences`, the sentences of `texts` texts from text number `first_line`
         on: its progress (sentences done) is told as texts done, in proportion, so that a bar over the input's
         lines ends at its total."""
-        engine = self.engine
+        engine = self.engine if engine is None else engine
         report = engine.progress
 
         def as_texts(event: Progress) -> None:

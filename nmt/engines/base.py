@@ -65,6 +65,11 @@ class Engine(Protocol):
         again); a one-line ConfigError naming `where` and the directions it knows for any other."""
         ...
 
+    def with_constraints(self, terms: dict[int, list[str]]) -> Engine:
+        """The same model, the translation of line number n (as `translate_chunk` numbers them) made to hold each
+        target term of `terms[n]` (constrained beam search: torch only; a one-line ConfigError elsewhere)."""
+        ...
+
     def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
         """Word alignment of `line` and one of its hypotheses, from the last layer's cross-attention."""
         ...
@@ -170,6 +175,11 @@ class BatchEngine:
     def translate(self, chunks: Iterable[list[str]]) -> Iterator[Translation]:
         """Translate a stream of chunks of lines, yielding one Translation per line, in order."""
         return translate_chunks(self.translate_chunk, chunks)
+
+    def with_constraints(self, terms: dict[int, list[str]]) -> BatchEngine:
+        """See `Engine.with_constraints`: an engine without constrained search refuses."""
+        raise ConfigError(f"{ref('glossary_method')} constrain: the {self.name} engine has no constrained search; "
+                          f"use {ref('engine')} torch, or {ref('glossary_method')} place")
 
     def alignment(self, line: str, hypothesis: Hypothesis, line_index: int = 0) -> list[tuple[int, int]]:
         """Source-target word pairs of `line` and a hypothesis, from the last layer's cross-attention

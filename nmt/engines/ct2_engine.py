@@ -102,23 +102,31 @@ class Fallback:
 
     def __init__(self, make: Callable[[], BatchEngine]):
         self.make, self.sentences = make, 0
+        self.searched = False  # sentences searched for their terms: said once
         self.engine: Optional[BatchEngine] = None
         self.lock = threading.Lock()  # batches searched at once (--inter-threads) share it
         self.threads = torch.get_num_threads()
 
     def search_batch(self, encoded: list[list[int]], keys: list[int], cfg: SearchConfig, progress: ProgressFn = ignore,
-                     shortlist_of: Optional[list[list[int]]] = None) -> list[list[Hypothesis]]:
+                     shortlist_of: Optional[list[list[int]]] = None,
+                     terms: Optional[dict[int, list[str]]] = None) -> list[list[Hypothesis]]:
         """Torch's search of `encoded`, its output restricted to the shortlist of `shortlist_of` (CTranslate2's
-        whole batch, whose candidates it searched with) or to none (None)."""
+        whole batch, whose candidates it searched with) or to none (None); with `terms` (by key), constrained to
+        them (`TorchEngine.with_constraints`)."""
         with self.lock:
-            if not self.sentences:  # said once: the one place where the engines' searches differ
+            if not self.sentences and terms is None:  # said once: the one place where the engines' searches differ
                 progress(Progress("engine", message=f"note: {FALLBACK_NOTE}; the torch engine searches those"))
+            if terms is not None and not self.searched:
+                self.searched = True
+                progress(Progress("engine", message="note: CTranslate2 has no search constrained to terms; the torch "
+                                                    "engine (fp32) searches the sentences that must hold them"))
             # a batch's own thread starts with OpenMP's default (every core), whatever this thread was given
             torch.set_num_threads(self.threads)
             if self.engine is None:
                 self.engine = self.make()
-            self.sentences += len(encoded)
-            return self.engine.with_search(cfg).with_shortlist_of(shortlist_of).search_batch(encoded, keys)
+            self.sentences += len(encoded) if terms is None else 0
+            engine = self.engine.with_search(cfg).with_shortlist_of(shortlist_of)
+            return (engine if terms is None else engine.with_constraints(terms)).search_batch(encoded, keys)
 
 
 class CTranslate2Engine(BatchEngine):
@@ -163,6 +171,7 @@ class CTranslate2Engine(BatchEngine):
         self.compute_type = compute_type
         self.use_vmap = shortlist and (model_dir / VMAP_FILE).is_file()  # the checkpoint's shortlist, exported
         self.fallback = Fallback(fallback) if fallback is not None else None
+        self.terms: dict[int, list[str]] = {}  # by line number: the terms its translation holds (`with_constraints`)
         self.told = False  # FALLBACK_NOTE said where there is no fallback
         if self.search_cfg.sampling:
             # CTranslate2 seeds each of its threads' generators once, at their first draw: the same seed, input
@@ -187,7 +196,33 @@ class CTranslate2Engine(BatchEngine):
         other.search_cfg = other.check_search(search_cfg)  # options of its own: this one's stay
         return other
 
+    def with_constraints(self, terms: dict[int, list[str]]) -> CTranslate2Engine:
+        """See `Engine.with_constraints`: CTranslate2 has no constrained search, so the lines with terms are searched
+        by the torch engine of the same checkpoint (fp32; the fallback's), the others by CTranslate2."""
+        if self.fallback is None:
+            super().with_constraints(terms)  # (refuses)
+        other = copy.copy(self)
+        other.terms = {n: line for n, line in terms.items() if line}
+        return other
+
     def search_batch(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
+        held = [i for i, key in enumerate(keys) if key in self.terms]
+        if not held:
+            return self.search_here(encoded, keys)
+        assert self.fallback is not None  # (with_constraints refuses without one)
+        found: list[list[Hypothesis]] = [[] for _ in keys]
+        free = [i for i in range(len(keys)) if keys[i] not in self.terms]
+        if free:
+            for i, hyps in zip(free, self.search_here([encoded[i] for i in free], [keys[i] for i in free])):
+                found[i] = hyps
+        redone = self.fallback.search_batch([encoded[i] for i in held], [keys[i] for i in held], self.search_cfg,
+                                            self.progress, terms={keys[i]: self.terms[keys[i]] for i in held})
+        for i, hyps in zip(held, redone):
+            found[i] = hyps
+        return found
+
+    def search_here(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
+        """CTranslate2's search of one batch (see `search_batch`), with nmt's where they would differ."""
         cfg = self.search_cfg
         src = torch_lengths(encoded)
         limits = max_lengths(src, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()

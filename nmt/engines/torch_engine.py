@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
+from torch import Tensor
 
 from nmt.compute.device import resolve_precision
 from nmt.compute.precision import prepare_model
@@ -16,8 +17,9 @@ from nmt.compute.timing import translation_timing
 from nmt.config import INT_MAX, Overrides, Precision, SearchConfig, check_range
 from nmt.core.errors import CheckpointError, ConfigError, ref
 from nmt.core.progress import ProgressFn, ignore
-from nmt.core.vocab import PAD
+from nmt.core.vocab import PAD, UNK
 from nmt.engines.base import BatchEngine
+from nmt.engines.constrained import Constraint, constrained_beam_search
 from nmt.engines.ensemble import Ensemble
 from nmt.engines.heatmaps import AttentionMaps, alignments, attention_maps
 from nmt.engines.search import Decoder, Hypothesis, Restricted, search
@@ -64,6 +66,8 @@ class TorchEngine(BatchEngine):
         self.languages = ckpts[0].languages
         self.shortlist = ckpts[0].shortlist if shortlist else None
         self.shortlist_of: Optional[list[list[int]]] = None  # the sources of the shortlist (None: each batch's)
+        self.constraints: dict[int, list[Constraint]] = {}  # by line number: the target ids its translation holds
+        self.joins: Optional[Tensor] = None  # (V,) the pieces that continue a word (`joining_tokens`)
         self.max_positions = min(m.cfg.max_positions for m in models)
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.progress = progress
@@ -74,10 +78,56 @@ class TorchEngine(BatchEngine):
         for row, ids in enumerate(encoded):
             src[row, : len(ids)] = torch.tensor(ids)
         model: Decoder[Any] = self.model  # one model or an ensemble: each its own state type
+        constraints = [self.constraints.get(key, []) for key in keys]
         if self.shortlist is not None:  # the union over the batch, as CTranslate2 takes it
             sources = src if self.shortlist_of is None else torch.tensor([t for ids in self.shortlist_of for t in ids])
-            model = Restricted(model, self.shortlist.candidates(sources))
-        return search(model, src.to(self.device), self.search_cfg, self.max_positions, keys=keys)
+            allowed = self.shortlist.candidates(sources)
+            terms = [t for line in constraints for ids in line for t in ids]
+            if terms:  # a term's pieces are always allowed: a constraint outside the list could never be met
+                allowed = torch.unique(torch.cat([allowed, torch.tensor(terms, dtype=allowed.dtype)]))
+            model = Restricted(model, allowed)
+        src = src.to(self.device)
+        held = [i for i, line in enumerate(constraints) if line]
+        if not held:
+            return search(model, src, self.search_cfg, self.max_positions, keys=keys)
+        # the lines without terms searched as ever; the others by the constrained search (slower: Python per step)
+        found: list[list[Hypothesis]] = [[] for _ in keys]
+        free = [i for i, line in enumerate(constraints) if not line]
+        if free:
+            for i, hyps in zip(free, search(model, src[free], self.search_cfg, self.max_positions,
+                                            keys=[keys[i] for i in free])):
+                found[i] = hyps
+        for i, hyps in zip(held, constrained_beam_search(model, src[held], self.search_cfg, self.max_positions,
+                                                         [constraints[i] for i in held], self.joining_tokens())):
+            found[i] = hyps
+        return found
+
+    def check_search(self, search_cfg: SearchConfig) -> SearchConfig:
+        search_cfg = search_cfg.validate()
+        if self.constraints and search_cfg.sampling:
+            raise ConfigError(constrained_sampling())
+        return search_cfg
+
+    def joining_tokens(self) -> Tensor:
+        """(V,) bool: the pieces that continue a word (no word-start mark, a letter or digit first)."""
+        if self.joins is None:
+            pieces = self.tokenizer.vocab()
+            self.joins = torch.tensor([bool(p) and not p.startswith("▁") and p[0].isalnum() for p in pieces])
+        return self.joins
+
+    def with_constraints(self, terms: dict[int, list[str]]) -> TorchEngine:
+        """See `Engine.with_constraints`; a term with a character the vocabulary lacks (UNK) constrains nothing: the
+        search could only write UNK."""
+        if self.search_cfg.sampling and any(terms.values()):
+            raise ConfigError(constrained_sampling())
+        other = copy.copy(self)
+        lines = [(n, term) for n, line in terms.items() for term in line]
+        ids = self.tokenizer.encode([term for _, term in lines], side="target") if lines else []
+        other.constraints = {}
+        for (n, _), term_ids in zip(lines, ids):
+            if term_ids and UNK not in term_ids:  # (what the vocabulary cannot write is left to the caller)
+                other.constraints.setdefault(n, []).append(tuple(term_ids))
+        return other
 
     def with_shortlist_of(self, sources: Optional[list[list[int]]]) -> TorchEngine:
         other = copy.copy(self)
@@ -111,3 +161,8 @@ def check_models_fit(ckpts: list[checkpoint.Checkpoint], paths: list[Path]) -> N
             (src, tgt), (first_src, first_tgt) = ckpt.languages, ckpts[0].languages
             raise ConfigError(f"{path} translates {src} -> {tgt} but {paths[0]} {first_src} -> {first_tgt}; "
                               "an ensemble needs models of one direction")
+
+
+def constrained_sampling() -> str:
+    return (f"{ref('glossary_method')} constrain with {ref('sampling')}: the constrained search is a beam search; "
+            f"leave {ref('sampling')} out, or use {ref('glossary_method')} place")

@@ -2,10 +2,11 @@
 multilingual model every direction it translates, loaded once), with dynamic batching.
 
 One concept per module: `backend` (what the server needs of an engine: each request's job, a direction, a search and
-a format, run through `nmt.documents.texts`; which checkpoint serves which direction), `batcher` (the queue and
-the worker thread, merging requests of one job), `http_errors` (failures as JSON), `schemas` (request and response
-bodies), `service` (what every translating endpoint does: routing by direction, language detection, limits; the API
-keys and access log checked), `routes` (the server's own endpoints), `libre` (LibreTranslate's API), `web` (the
+a format, run through `nmt.documents.texts`; which checkpoint serves which direction, and which glossary file),
+`batcher` (the queue and the worker thread, merging requests of one job), `http_errors` (failures as JSON),
+`schemas` (request and response bodies, a request's glossary read and bounded), `service` (what every translating
+endpoint does: routing by direction, language detection, limits, glossaries, a request's over its direction's; the
+API keys and access log checked), `routes` (the server's own endpoints), `libre` (LibreTranslate's API), `web` (the
 browser's side: CORS, the page at /, file translation), `middleware` (the gate every request passes: body limits,
 records, access log, Prometheus metrics), `app` (the wiring), `drain` (a bounded stop), `server` (listen and serve).
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Callable, Optional, Union
 
 from nmt.config import ServeConfig
 from nmt.core.errors import ConfigError
 from nmt.engines.base import Engine
-from nmt.serve.backend import ModelInfo, TranslateFn, translate_function
+from nmt.serve.backend import Direction, ModelInfo, TranslateFn, translate_function
 from nmt.serve.batcher import Batcher
 from nmt.serve.http_errors import install_handlers
 from nmt.serve.libre import install as install_libre
@@ -21,6 +22,7 @@ from nmt.serve.native import router as native_router
 from nmt.serve.service import DetectorFactory, Service, check_files, translating_paths
 from nmt.serve.web import install as install_web
 from nmt.serve.web import router as web_router
+from nmt.text.glossary import Glossary
 from nmt.text.languages import Detector
 
 # Seconds the worker still gets after the drain for the batch it is in (its clients were cut; a batch about to
@@ -55,7 +57,9 @@ def create_app(engines: Union[Engine, Sequence[Engine]],
                on_error: Callable[[str], None] = lambda line: None,
                on_note: Callable[[str], None] = lambda line: None,
                keys: Optional[frozenset[str]] = None, split: bool = True,
-               detector: DetectorFactory = Detector) -> Gate:
+               detector: DetectorFactory = Detector,
+               glossaries: Mapping[Direction, Glossary] = MappingProxyType({}),
+               ensembles: frozenset[Direction] = frozenset(), glossary_method: str = "auto") -> Gate:
     """The ASGI application (see docs/commands/serve.md for the API): FastAPI behind a `Gate`.
 
     `engines`: one per direction, each with its `infos` (the first direction is the default one); `translate`:
@@ -64,7 +68,9 @@ def create_app(engines: Union[Engine, Sequence[Engine]],
     `on_error(line)` for each failure no handler expected; `on_note(line)` for what the operator should know (an
     origin CORS refused); `keys`: what `check_files(cfg)` returned, where the
     caller has checked the files already (None: they are checked, and the keys read, here); `detector`: makes
-    the language detector of some candidate languages (`nmt.text.languages.Detector`)."""
+    the language detector of some candidate languages (`nmt.text.languages.Detector`); `glossaries`: the terms of
+    some directions (`nmt.serve.backend.read_glossaries`); `ensembles`: the directions an ensemble serves (a request's
+    glossary is refused there); `glossary_method`: how terms get in (TextConfig.glossary_method)."""
     from fastapi_offline import FastAPIOffline  # /docs and /redoc from files in the package, not from a CDN
 
     engines = [engines] if not isinstance(engines, Sequence) else list(engines)
@@ -72,6 +78,8 @@ def create_app(engines: Union[Engine, Sequence[Engine]],
     directions = {info.direction: info for info in infos}
     if len(directions) != len(infos) or len(engines) != len(infos):
         raise ConfigError("give one engine, and its model info, per direction")
+    if set(glossaries) - set(directions) or set(glossaries) & ensembles:
+        raise ConfigError("give glossaries of the directions served, each by one model")
     cfg = cfg.validate().for_engine(getattr(engines[0], "name", "torch"))
     if keys is None:
         keys = check_files(cfg)
@@ -89,7 +97,8 @@ def create_app(engines: Union[Engine, Sequence[Engine]],
     metrics.watch_queue(lambda: batcher.queued_lines)
     app.state.service = Service(batcher, cfg, directions, engines[0].search_cfg, keys,
                                 searches={d: e.search_cfg for d, e in by_direction.items()}, detector=detector,
-                                split=split)
+                                split=split, glossaries=dict(glossaries), ensembles=frozenset(ensembles),
+                                glossary_method=glossary_method)
     app.state.metrics = metrics
     app.state.warm_up = lambda: [engine.translate_chunk(["warm up"]) for engine in engines]
     app.state.on_ready = on_ready

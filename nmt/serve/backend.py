@@ -1,13 +1,15 @@
 """What the server needs of its translation engines (`nmt.engines.base.Engine`, torch's or CTranslate2's),
-one per direction: how the worker thread calls them (sentences and alignments: `Job`), each
+one per direction: how the worker thread calls them (sentences, alignments and terms: `Job`), each
 model's identity, and which checkpoint serves which direction (`plan`: checkpoints of the same languages are an
 ensemble; a multilingual checkpoint serves each of its directions with its one engine; a direction offered by a
-bilingual checkpoint and a multilingual one is the bilingual one's, said at start)."""
+bilingual checkpoint and a multilingual one is the bilingual one's, said at start; `served`: the directions, known
+before any model loads), and the glossary file of each direction (`read_glossaries`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,21 +22,29 @@ import torch
 from nmt.config import SearchConfig
 from nmt.core.errors import ConfigError, ref
 from nmt.core.identity import DataIdentity
+from nmt.documents.terms import place_terms, searched_terms
 from nmt.documents.texts import align
 from nmt.engines.base import Engine
 from nmt.engines.decoding import SHOWN
+from nmt.text.glossary import Glossary
 
 Direction = tuple[str, str]  # (source, target) language codes
+# --glossary SRC-TGT=FILE: the direction it names (a bare FILE: the server's only direction)
+GLOSSARY_SPEC = re.compile(r"([A-Za-z][A-Za-z0-9_]*)-([A-Za-z][A-Za-z0-9_]*)=(.*)", re.S)
 
 
-Kind = Literal["sentences", "alignments"]
+Kind = Literal["sentences", "alignments", "terms", "searched"]
 
 
 @dataclass(frozen=True)
 class Job:
     """What a batch shares: the direction (which engine), the search settings, and the kind of work: "sentences"
-    (each item a sentence, translated: a Translation) or "alignments" (each item a text's TextTranslation whose
-    inline HTML markup needs its word alignment: a list of pairs). The batcher merges only requests of equal jobs."""
+    (each item a sentence, translated: a Translation), "alignments" (each item a text's TextTranslation whose
+    inline HTML markup needs its word alignment: a list of pairs), "terms" (each item a sentence's Translation and
+    the Glossary whose terms its source holds: the Translation with the terms placed through the engine's alignment,
+    and their counts, `nmt.documents.terms.place_terms`) or "searched" (each item a sentence and such a Glossary: its
+    translation by the search constrained to its terms, and their counts, `nmt.documents.terms.searched_terms`). The
+    batcher merges only requests of equal jobs."""
 
     direction: Direction
     search: SearchConfig
@@ -65,6 +75,13 @@ def translate_function(engines: Mapping[Direction, Engine]) -> TranslateFn:
         engine = variants[key]
         if job.kind == "alignments":
             return [align(engine, translation) for translation in items]
+        if job.kind == "terms":
+            return [place_terms(translation, glossary, engine.alignment) for translation, glossary in items]
+        if job.kind == "searched":
+            constrained = engine.with_constraints({i: [m.term.target for m in glossary.matches(source)]
+                                                   for i, (source, glossary) in enumerate(items)})
+            return [searched_terms(t, glossary, engine.alignment)
+                    for t, (_, glossary) in zip(constrained.translate_chunk([source for source, _ in items]), items)]
         return engine.translate_chunk(items)
 
     return translate
@@ -163,6 +180,16 @@ def plan(paths: Sequence[Path], data_of: Callable[[Path], DataIdentity],
     return [group for group, _ in groups]
 
 
+def served(paths: Sequence[Path], data_of: Callable[[Path], DataIdentity]) -> dict[Direction, Group]:
+    """Every direction that the checkpoints `paths` will serve, and the group of checkpoints that serves it (`plan`;
+    more than one path: an ensemble), from what the checkpoints say of their languages, before any model loads."""
+    out: dict[Direction, Group] = {}
+    for group in plan(paths, data_of):
+        for direction in group.directions or data_of(group.paths[0]).directions:
+            out[direction] = group
+    return out
+
+
 def open_directions(paths: Sequence[Path], opener: Callable[[list[Path]], Engine],
                     data_of: Callable[[Path], DataIdentity], log: Callable[[str], None] = lambda message: None,
                     names: Optional[Sequence[str]] = None) -> tuple[list[Engine], list[ModelInfo]]:
@@ -183,3 +210,40 @@ def open_directions(paths: Sequence[Path], opener: Callable[[list[Path]], Engine
             engines.append(engine.with_direction(src, tgt, str(group.paths[0])))
             infos.append(dataclasses.replace(info, src=src, tgt=tgt))
     return engines, infos
+
+
+def read_glossaries(given: Sequence[str], served: Mapping[Direction, Group],
+                    log: Callable[[str], None] = lambda line: None) -> dict[Direction, Glossary]:
+    """Each direction's glossary from --glossary values: `SRC-TGT=FILE`, or a bare FILE where the server serves one
+    direction (`served`: `nmt.serve.backend.served`). ConfigError naming --glossary for a direction not served, two
+    files for one direction, a bare FILE among several directions, or a direction an ensemble serves (terms are placed
+    through one model's attention), before any file is read; then InputError naming FILE:LINE for a line that is no
+    term (`Glossary.read`). Each is said on `log`."""
+    files: dict[Direction, Path] = {}
+    for value in given:
+        spec = GLOSSARY_SPEC.fullmatch(value)
+        if spec is None:
+            if len(served) != 1:
+                raise ConfigError(f"{ref('glossary')} {value}: this server translates {arrows(list(served))}; name "
+                                  f"the file's direction: {ref('glossary')} SRC-TGT={value}")
+            direction, path = next(iter(served)), value
+        else:
+            direction, path = (spec.group(1).lower(), spec.group(2).lower()), spec.group(3)
+        if not path:
+            raise ConfigError(f"{ref('glossary')} {value}: no file; write {ref('glossary')} SRC-TGT=FILE")
+        if direction not in served:
+            raise ConfigError(f"{ref('glossary')} {value}: this server does not translate {arrows([direction])}; it "
+                              f"translates {arrows(list(served))}")
+        if direction in files:
+            raise ConfigError(f"{ref('glossary')} {value}: {arrows([direction])} has a glossary already "
+                              f"({files[direction]}); give one file per direction")
+        if len(served[direction].paths) > 1:
+            raise ConfigError(f"{ref('glossary')} {value}: {arrows([direction])} is served by an ensemble "
+                              f"({served[direction].where}), and terms are placed through one model's attention; "
+                              "serve it with one checkpoint, or leave its glossary out")
+        files[direction] = Path(path)
+    glossaries = {}
+    for direction, file in files.items():
+        glossaries[direction] = Glossary.read(file, ref("glossary"))
+        log(f"glossary {arrows([direction])}: {len(glossaries[direction]):,} term(s) from {file}")
+    return glossaries

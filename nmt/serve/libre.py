@@ -3,8 +3,8 @@ by source and target among the directions served; source auto detects each text'
 GET /languages, GET /frontend/settings, and the file routes, POST /translate_file (.txt and .html) and
 GET /download_file/{name}, whose translated files are kept in memory (`FileStore`), bounded in number, bytes and
 lifetime. Bodies are JSON or form fields (urlencoded or multipart), as LibreTranslate reads them; errors are
-`{"error": "..."}` with LibreTranslate's statuses (400, 403). The request field `scores` is nmt's extension: each
-translation's confidence (docs/commands/serve.md)."""
+`{"error": "..."}` with LibreTranslate's statuses (400, 403). The request fields `scores` (each translation's
+confidence), `detectEach` and `glossary` (terms for this request) are nmt's extensions (docs/commands/serve.md)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,18 @@ from nmt.config.flags import as_flags
 from nmt.core.errors import ref
 from nmt.documents.texts import TextTranslation
 from nmt.serve.http_errors import NOT_JSON, Overloaded, RequestError, TooLarge, shown
-from nmt.serve.schemas import ERRORS, Detected, DetectRequest, FrontendSettings, Language, LibreRequest, LibreResponse
-from nmt.serve.service import Service, check_format, fewer_note, translating
+from nmt.serve.schemas import (
+    ERRORS,
+    Detected,
+    DetectRequest,
+    FrontendSettings,
+    Language,
+    LibreRequest,
+    LibreResponse,
+    request_glossary,
+)
+from nmt.serve.service import TERMS_KEY, Service, check_format, fewer_note, translating
+from nmt.text.glossary import Glossary
 from nmt.text.languages import language_name
 
 if TYPE_CHECKING:
@@ -115,7 +125,8 @@ def parse(model: type[M], data: dict[str, Any]) -> M:
 @translating
 async def translate(request: Request) -> dict[str, Any]:
     """LibreTranslate-compatible: `q`, `source` (or auto), `target`, `format` (text, html), `alternatives`,
-    `api_key` -> `translatedText`; nmt's `scores: true` adds each translation's confidence."""
+    `api_key` -> `translatedText`; nmt's `scores: true` adds each translation's confidence, its `glossary` (an
+    object, or in a form its JSON) terms to use."""
     service: Service = request.app.state.service
     req = parse(LibreRequest, await fields(request, service))
     service.check_key(req.api_key)
@@ -127,6 +138,7 @@ async def translate(request: Request) -> dict[str, Any]:
         raise RequestError(as_flags(f"Invalid request: alternatives parameter must be <= {service.widest - 1} "
                                     f"({ref('max_beam')} {service.widest})"), 400)
     texts = service.texts(req.q, fmt)
+    glossary = request_glossary(req.glossary, 400)
     settings = {"nbest": req.alternatives + 1}
     if req.source == "auto":
         detected: list[dict[str, Any]] = [{"confidence": round(d.confidence, 2), "language": d.language}
@@ -136,7 +148,7 @@ async def translate(request: Request) -> dict[str, Any]:
             service.direction(req.source, req.target)
         detected = [{"confidence": 100.0, "language": req.source}] * len(texts)
     done = await translate_grouped(service, request, texts, [d["language"] for d in detected], req.target, fmt,
-                                   settings)
+                                   settings, glossary)
     single = isinstance(req.q, str)
     out: dict[str, Any] = {"translatedText": done[0].text if single else [t.text for t in done]}
     if req.source == "auto":
@@ -149,6 +161,8 @@ async def translate(request: Request) -> dict[str, Any]:
     if req.scores:
         scores = [round(t.score, 4) for t in done]
         out["scores"] = scores[0] if single else scores
+    if (terms := request.scope.get(TERMS_KEY)) is not None:
+        out["terms"] = {"found": terms.found, "placed": terms.placed}
     unchanged = [d["language"] == req.target for d in detected]
     if any(unchanged):  # nmt's extension: which texts were in the target language already, and came back as they were
         out["untranslated"] = unchanged[0] if single else unchanged
@@ -156,14 +170,16 @@ async def translate(request: Request) -> dict[str, Any]:
 
 
 async def translate_grouped(service: Service, request: Request, texts: list[str], sources: list[str], target: str,
-                            fmt: str, settings: dict[str, Any]) -> list[TextTranslation]:
-    """Each text translated from its own source language (texts of one language in one request), in order."""
+                            fmt: str, settings: dict[str, Any], glossary: Optional[Glossary] = None
+                            ) -> list[TextTranslation]:
+    """Each text translated from its own source language (texts of one language in one request), in order; the
+    request's `glossary` over each direction's."""
     groups: dict[str, list[int]] = {}
     for i, source in enumerate(sources):
         groups.setdefault(source, []).append(i)
     results = await asyncio.gather(*(
         service.translate_texts(request, [texts[i] for i in at], source, target, format=fmt, names=ALTERNATIVES,
-                                search=service.search_for(settings, 400, (source, target)))
+                                search=service.search_for(settings, 400, (source, target)), glossary=glossary)
         for source, at in groups.items()))
     done: list[Any] = [None] * len(texts)
     for at, result in zip(groups.values(), results):

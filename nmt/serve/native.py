@@ -12,8 +12,8 @@ from nmt.documents.texts import TextTranslation
 from nmt.serve.backend import Direction
 from nmt.serve.http_errors import RequestError, error_response, shown
 from nmt.serve.middleware import CONTENT_TYPE
-from nmt.serve.schemas import ERRORS, Health, TranslateRequest, TranslateResponse, settings_of
-from nmt.serve.service import Service, fewer_note, translating
+from nmt.serve.schemas import ERRORS, Health, TranslateRequest, TranslateResponse, request_glossary, settings_of
+from nmt.serve.service import TERMS_KEY, Service, fewer_note, translating
 
 router = APIRouter(tags=["nmt"])
 
@@ -26,19 +26,23 @@ def service_of(request: Request) -> Service:
 @translating
 async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     """Translate a text or a list of texts; optional `source` and `target` (needed when the server translates
-    several directions), `format` (text, html), `scores`, per-request `beam` and `nbest`."""
+    several directions), `format` (text, html), `scores`, per-request `beam` and `nbest`, a `glossary`."""
     service = service_of(request)
     service.check_key(body.api_key or request.query_params.get("api_key"))
     texts = service.texts(body.text, body.format)
+    glossary = request_glossary(body.glossary, 422)
     if body.source is not None and body.source == body.target and body.target in service.codes:
         done = await service.translate_texts(request, texts, body.source, body.target, format=body.format)
         return {"translations": rows(done, body.scores, settings_of(body).get("nbest") or 1), "model": None,
                 "untranslated": True}  # already in the target language: back as they were, no model asked
     src, tgt = direction_of(service, body.source, body.target)
     search = service.search_for(settings_of(body), direction=(src, tgt))
-    done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search, status=422)
+    done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search, status=422,
+                                         glossary=glossary)
     out = {"translations": rows(done, body.scores, search.nbest),
            "model": dataclasses.asdict(service.directions[src, tgt])}
+    if (terms := request.scope.get(TERMS_KEY)) is not None:
+        out["terms"] = {"found": terms.found, "placed": terms.placed}
     if search.nbest > 1 and (note := fewer_note(done, search.nbest)):
         out["note"] = note
     return out

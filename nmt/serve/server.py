@@ -8,14 +8,16 @@ import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Optional, TextIO
 
 from nmt.config import ServeConfig
 from nmt.core.errors import ConfigError, OutputError, os_error_message, ref
 from nmt.engines.base import Engine
-from nmt.serve.backend import ModelInfo
+from nmt.serve.backend import Direction, ModelInfo
+from nmt.text.glossary import Glossary
 
 EXTRA_HINT = 'pip install "nmt-toolkit[serve]"'
 # The web stack: module -> the package that installs it.
@@ -89,14 +91,16 @@ SWITCH_INTERVAL = 0.0001  # seconds: how often Python's threads may take the GIL
 
 def serve(engines: Sequence[Engine], infos: Sequence[ModelInfo], cfg: ServeConfig, sock: socket.socket,
           log: Callable[[str], None] = lambda s: None, keys: Optional[frozenset[str]] = None,
-          split: bool = True) -> bool:
+          split: bool = True, glossaries: Mapping[Direction, Glossary] = MappingProxyType({}),
+          ensembles: frozenset[Direction] = frozenset(), glossary_method: str = "auto") -> bool:
     """Run the server of `engines` (one per direction, described by `infos`) on `sock` (from `listen`) until
     SIGINT/SIGTERM: it then stops accepting, answers what is in flight within --drain-timeout, cuts what is
     left, and returns after one summary line: True, or False if the worker is then still inside the engine (the
     caller must then end the process without finalising Python, which would free the engine under that call and
     crash: SIGABRT or SIGSEGV; nobody waits for that batch any more). `keys`: what
     `check_files(cfg)` returned (None: the files are checked, and the keys read, when the application is made);
-    `split`: texts cut into sentences."""
+    `split`: texts cut into sentences; `glossaries`, `ensembles`, `glossary_method`: as `nmt.serve.app.create_app`
+    takes them."""
     import uvicorn
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
@@ -111,7 +115,7 @@ def serve(engines: Sequence[Engine], infos: Sequence[ModelInfo], cfg: ServeConfi
         gate = create_app(engines, infos, cfg, on_ready=ready, split=split, on_error=lambda line: log(f"error: {line}"),
                           on_note=log,
                           on_done=(lambda record: write(access_line(record))) if write else (lambda record: None),
-                          keys=keys)
+                          keys=keys, glossaries=glossaries, ensembles=ensembles, glossary_method=glossary_method)
         limit = connection_limit(cfg.max_connections)
         config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on", limit_concurrency=limit,
                                 http=bounded(AutoHTTPProtocol, limit, cfg.timeout),

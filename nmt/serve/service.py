@@ -1,7 +1,9 @@
 """What every translating endpoint does: check the key, the texts, the format and the search settings (each rule in
 one place), find the direction's model (or detect the source language), queue the texts, and wait for their
-translations (or the client's departure, or the timeout); the mark a translating route bears (`translating`); the
-server's files (API keys, access log), checked before it starts."""
+translations (or the client's departure, or the timeout); the glossaries whose terms a translation uses (a
+direction's from --glossary, a request's own over it: `nmt.serve.schemas.request_glossary`), placed per sentence by
+the worker; the mark a translating route bears (`translating`); the server's files (API keys, access log), checked
+before it starts."""
 
 from __future__ import annotations
 
@@ -22,14 +24,18 @@ from nmt.config.flags import as_fields, as_flags
 from nmt.core.compression import SMALL_TEXT_LIMIT, codec_of_name, read_small_text
 from nmt.core.errors import ConfigError, ref, render_refs
 from nmt.core.files import check_output_file
-from nmt.documents.texts import FORMATS, NOTHING, TextTranslation, Work, check_search, plan
-from nmt.serve.backend import Direction, Job, ModelInfo
+from nmt.documents.terms import Placed
+from nmt.documents.texts import FORMATS, NOTHING, TextTranslation, Work, check_glossary, check_search, plan
+from nmt.engines.base import Translation
+from nmt.serve.backend import Direction, Job, ModelInfo, arrows
 from nmt.serve.batcher import Batcher
 from nmt.serve.http_errors import ClientGone, RequestError, TooLarge, shown
+from nmt.text.glossary import Glossary
 from nmt.text.languages import Detection, Detector, language_name
 from nmt.text.markup import parse_html
 
 LINES_KEY = "nmt.lines"  # the ASGI scope entry where an endpoint notes how many lines it translated
+TERMS_KEY = "nmt.terms"  # the ASGI scope entry where the terms of a request's glossary are counted (a Placed)
 SHOWN_SOURCES = 12  # an error names the directions of this many source languages at most (a multilingual model's
 # may be hundreds)
 DetectorFactory = Callable[[Sequence[str]], Any]  # candidates -> an object with detect(text) -> list[Detection]
@@ -38,6 +44,7 @@ DISTINCT_WIDTH = 2  # an n-best request searches this many times n wide, for n d
 INLINE_CHARS = 2000  # a plain-text request this short is cut into sentences on the event loop (no thread hand-off)
 TRANSLATES = "nmt_translates"  # the attribute that marks a translating route's endpoint
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 
 def translating(endpoint: F) -> F:
@@ -76,6 +83,9 @@ class Service:
     split: bool = True  # texts cut into sentences (--no-split: each line is one)
     reader: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="nmt-reader"))
     no_detector: str = ""  # why the detector cannot be built (its package missing): said to requests that need it
+    glossaries: dict[Direction, Glossary] = field(default_factory=dict)  # each direction's --glossary
+    ensembles: frozenset[Direction] = frozenset()  # the directions an ensemble serves: no terms placed there
+    glossary_method: str = "auto"  # how the terms get in (TextConfig.glossary_method; see `place`)
 
     @property
     def info(self) -> ModelInfo:
@@ -254,18 +264,19 @@ class Service:
     async def translate_texts(self, request: Any, texts: list[str], source: str, target: str, *,
                               format: str = "text", search: Optional[SearchConfig] = None,
                               settings: Optional[dict[str, Any]] = None, status: int = 400,
-                              names: Mapping[str, str] = MappingProxyType({}), file: bool = False
-                              ) -> list[TextTranslation]:
+                              names: Mapping[str, str] = MappingProxyType({}), file: bool = False,
+                              glossary: Optional[Glossary] = None) -> list[TextTranslation]:
         """One TextTranslation per text, of the direction `source` to `target` (a 400 in LibreTranslate's words
         when this server does not translate it), in `format` ("text" or "html"; a `file`'s: bounded as a
         document), with `search` (or the direction's default search with the request's `settings`, see
         `search_for`; a 400 when out of range). `status`: the answer to a search the documents cannot take (html
         with n-best), whose message names the request's fields by `names` (nbest: alternatives) or as the fields
-        themselves.
+        themselves. `glossary`: the request's own terms, over the direction's --glossary (`terms_apply`).
 
         The texts are cut into sentences (an HTML text read first) and bounded (`check_work`); the sentences are
-        queued as the request's work, then the alignments that the inline markup of its HTML needs: the batcher
-        takes them in slices, in turns with other requests, and drops what is left when the client leaves."""
+        queued as the request's work, then, with a glossary, the sentences that hold its terms (`place`), then the
+        alignments that the inline markup of its HTML needs: the batcher takes them in slices, in turns with other
+        requests, and drops what is left when the client leaves."""
         if source == target and target in self.codes:  # already in the target language: back as it is
             check_format(format)
             return [TextTranslation(t, [(t, UNCHANGED)], t) for t in self.texts(texts, format, file)]
@@ -278,6 +289,7 @@ class Service:
             check_search(cast(Any, format), search.nbest)
         except ConfigError as e:
             raise RequestError(render_refs(str(e), lambda name, off: names.get(name, name)), status) from None
+        terms = self.terms_apply(direction, format, glossary, names, status)
         asked = search.nbest
         if asked > 1:  # token sequences that read the same ("Hund." and "Hund" + "."): search wider, keep the distinct
             wide = distinct_width(asked)
@@ -288,6 +300,9 @@ class Service:
         work = reading() if small else await self.read(reading, deadline)
         self.check_work(work, format != "text" or file)
         done = await self.translate(request, work.sentences, Job(direction, search), deadline)
+        if terms:
+            done = await self.place(request, done, direction, glossary, Job(direction, search, "terms"), deadline,
+                                    small, status)
         pieces = work.assemble(done, search.nbest)
         aligned = work.aligned(pieces)
         pairs = await self.translate(request, [pieces[i] for i in aligned], Job(direction, search, "alignments"),
@@ -301,10 +316,67 @@ class Service:
         request.scope[LINES_KEY] = request.scope.get(LINES_KEY, 0) + sum(len(lines_of(t)) for t in texts)
         return out
 
-    async def read(self, reading: Callable[[], Work], deadline: float) -> Work:
-        """`reading()` (a page or a long text cut into sentences) in the reader thread: not on the event loop, which
-        serves every other client, and one at a time, as the engine translates, so that many large pages sent at
-        once take one core's turn, not a thread each; 504 when it has not begun and ended by `deadline`."""
+    def terms_apply(self, direction: Direction, format: str, glossary: Optional[Glossary], names: Mapping[str, str],
+                    status: int) -> bool:
+        """Whether a glossary's terms are placed in a request's translations: with its own `glossary` (`status` with
+        format html, as the documents refuse it, or where an ensemble serves the direction: terms are placed through
+        one model's attention), or the direction's --glossary, in plain text (a page is translated without it)."""
+        if glossary is None:
+            return format == "text" and direction in self.glossaries
+        try:
+            check_glossary(cast(Any, format))
+        except ConfigError as e:
+            raise RequestError(render_refs(str(e), lambda name, off: names.get(name, name)), status) from None
+        if direction in self.ensembles:
+            raise RequestError(f"glossary: {arrows([direction])} is served by an ensemble of checkpoints, and terms "
+                               "are placed through one model's attention; send no glossary", status)
+        return True
+
+    async def place(self, request: Any, done: list[Translation], direction: Direction, given: Optional[Glossary],
+                    job: Job, deadline: float, small: bool, status: int = 422) -> list[Translation]:
+        """`done`, the translations of a request's sentences, with the terms of the direction's --glossary and the
+        request's own (`given`, winning where both have a source term: `Glossary.merged`): the sentences whose source
+        holds a term are found (off the event loop, unless the request is `small` and nothing is merged) and queued for
+        the worker, by --glossary-method: placed through the alignment of their translation
+        (`nmt.documents.terms.place_terms`); searched again, constrained to their terms (`searched_terms`); or placed,
+        and searched again where some term could not be (auto; a request that samples: placed only). The terms are
+        counted in the request's scope (TERMS_KEY)."""
+        counts = request.scope.setdefault(TERMS_KEY, Placed())
+        base = self.glossaries.get(direction)
+        method = self.glossary_method
+        if job.search.sampling and method != "place":
+            if method == "constrain":
+                raise RequestError("glossary with sampling: this server's terms are written by a constrained beam "
+                                   "search (--glossary-method constrain); leave sampling out", status)
+            method = "place"
+
+        def holding() -> tuple[Glossary, list[int]]:
+            glossary = given if base is None else base if given is None else base.merged(given)
+            assert glossary is not None  # (terms_apply: one of them)
+            return glossary, [i for i, t in enumerate(done) if t.hypotheses and glossary.matches(t.source)]
+
+        inline = small and (base is None or given is None)
+        glossary, at = holding() if inline else await self.read(holding, deadline)
+        results: dict[int, tuple[Translation, Placed]] = {}
+        if method != "constrain":
+            results.update(zip(at, await self.translate(request, [(done[i], glossary) for i in at], job, deadline)))
+        redo = at if method == "constrain" else [i for i in at if results[i][1].unplaced] if method == "auto" else []
+        if redo:
+            searched = Job(direction, job.search, "searched")
+            results.update(zip(redo, await self.translate(request, [(done[i].source, glossary) for i in redo],
+                                                          searched, deadline)))
+        out = list(done)
+        for i, (translation, n) in results.items():
+            out[i] = translation
+            counts.found += n.found
+            counts.placed += n.placed
+        return out
+
+    async def read(self, reading: Callable[[], R], deadline: float) -> R:
+        """`reading()` (a page or a long text cut into sentences, a glossary's terms found) in the reader thread: not
+        on the event loop, which serves every other client, and one at a time, as the engine translates, so that many
+        large pages sent at once take one core's turn, not a thread each; 504 when it has not begun and ended by
+        `deadline`."""
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(loop.run_in_executor(self.reader, reading), deadline - loop.time())

@@ -83,6 +83,19 @@ class Glossary:
     def __len__(self) -> int:
         return len(self.terms)
 
+    def merged(self, other: Glossary) -> Glossary:
+        """A glossary of this one's terms and `other`'s, `other`'s winning where both have a source term (as matched:
+        case aside); neither is changed. Made from their tables, not read again: a large glossary under a few terms
+        costs a copy of its dictionaries."""
+        out = object.__new__(Glossary)
+        out.terms = {**self.terms, **other.terms}
+        out.by_words = dict(self.by_words)
+        for key, entries in other.by_words.items():
+            over = {folded(term.source) for term, _, _ in entries}
+            out.by_words[key] = [*entries, *(e for e in self.by_words.get(key, []) if folded(e[0].source) not in over)]
+        out.longest = max(self.longest, other.longest)
+        return out
+
     @classmethod
     def read(cls, path: Path, label: str = "glossary") -> Glossary:
         """The glossary of the file at `path`; InputError naming FILE:LINE for a line that is no term."""

@@ -102,7 +102,8 @@ def translate_source(request: EvalOptions, search: Overrides[SearchConfig], opti
         request.src_lang, request.tgt_lang, str(request.model[0]))
     with bar(len(sources)) as report:
         translator.progress = report
-        translations = translate_file(Documents(translator, text.split, glossary=glossary), None, sources)
+        translations = translate_file(Documents(translator, text.split, glossary=glossary,
+                                                           glossary_method=text.glossary_method), None, sources)
     if request.save_hyp:
         with atomic_write(request.save_hyp, "w") as f:
             f.write("".join(h + "\n" for h in translations))

@@ -51,13 +51,16 @@ def translated_text(translator: Engine, stream: IO[bytes], log: ProgressFn, alig
     with `json_lines`, each line's output is one JSON object (`as_json`); with `glossary`, its terms are placed
     (`nmt.documents.terms`) and counted on `log` at the end. `format` html: the whole input is one HTML document,
     written back with its tags."""
-    documents = Documents(translator, text.split, format, glossary)
+    documents = Documents(translator, text.split, format, glossary, text.glossary_method)
     yield from outputs(documents, stream, log, alignments, attention, scores, json_lines)
     if glossary is not None:
         terms = documents.terms
-        log(Progress("translate", message=f"glossary: {terms.found:,} term(s) found, {terms.placed:,} placed"
-                                          + (f", {terms.unplaced:,} not (aligned to no word of the translation, or "
-                                             "to one another term took)" if terms.unplaced else "")))
+        searched = f" ({terms.searched:,} sentence(s) searched again for theirs)" if terms.searched else ""
+        log(Progress("translate", message=f"glossary: {terms.found:,} term(s) found, {terms.placed:,} in the "
+                                          f"translations{searched}" + (
+                                              f", {terms.unplaced:,} not (neither written by a constrained search nor "
+                                              "placed: aligned to no word, or to one another term took)"
+                                              if terms.unplaced else "")))
 
 
 def read_glossary(path: Optional[Path], alignments: bool = False, attention: Optional[Path] = None,

@@ -35,7 +35,7 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     from nmt.engines.choice import open_engine
     from nmt.model.checkpoint import load
     from nmt.serve import check_files, listen, require_web_stack, serve
-    from nmt.serve.backend import open_directions
+    from nmt.serve.backend import open_directions, read_glossaries, served
     from nmt.workflows.threads import set_threads
 
     o = given.apply()
@@ -44,11 +44,15 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     options = inference.apply()
     cfg = (server | Overrides(ServeConfig, {"max_batch_sentences": options.batch_size})).apply()
     keys = check_files(cfg)  # now, not once the model is loaded; read once (a pipe cannot be read again)
+    log = message_logger()  # the server's log: messages, not each batch's progress
+    say = lambda message: log(Progress("serve", message=message))  # noqa: E731
+    text_cfg = text.apply()
+    data_of = lambda path: load(path, mmap=True).data  # noqa: E731 (the weights mapped, never read)
+    # the directions the checkpoints serve (and which an ensemble), from their data, before any model loads
+    directions = served(o.model, data_of) if o.glossary or len(o.model) > 1 else {}
+    glossaries = read_glossaries(o.glossary or [], directions, say)
     set_threads(options.threads)
     sock = listen(o.host, o.port)
-    log = message_logger()  # the server's log: messages, not each batch's progress
-    split = text.apply().split
-    say = lambda message: log(Progress("serve", message=message))  # noqa: E731
     if keys is not None and cfg.origins == ("*",):  # LibreTranslate's default too: said, not silent
         log(Progress("serve", message=as_flags(
             f"note: {ref('api_keys')} without {ref('cors_origins')}: a page of any origin may call this server from a "
@@ -56,8 +60,10 @@ def serve_command(given: Overrides[ListenOptions], search: Overrides[SearchConfi
     # one engine per group of checkpoints (`nmt.serve.backend.plan`), shared by a multilingual model's directions;
     # several checkpoints are grouped by the languages they say they translate, their weights mapped, not read
     engines, infos = open_directions(o.model, lambda paths: open_engine(paths, search, options, progress=log),
-                                     lambda path: load(path, mmap=True).data, say, o.name)
-    if not serve(engines, infos, cfg, sock, log=say, keys=keys, split=split):
+                                     data_of, say, o.name)
+    ensembles = frozenset(direction for direction, group in directions.items() if len(group.paths) > 1)
+    if not serve(engines, infos, cfg, sock, log=say, keys=keys, split=text_cfg.split, glossaries=glossaries,
+                 ensembles=ensembles, glossary_method=text_cfg.glossary_method):
         exit_now()
 
 
