@@ -27,6 +27,10 @@ from nmt.model import checkpoint
 from nmt.text.tags import with_tags
 from nmt.text.tokenizer import load_tokenizer
 
+# a sentence's search holds at most this many terms, of this many tokens in all: its cost grows with both (each step
+# weighs every beam's next token of each term), and a request may bring 1,000 terms
+MAX_TERMS, MAX_TERM_TOKENS = 32, 256
+
 
 class TorchEngine(BatchEngine):
     """The torch engine: a checkpoint (or an ensemble of checkpoints) made ready to translate: model,
@@ -116,8 +120,9 @@ class TorchEngine(BatchEngine):
         return self.joins
 
     def with_constraints(self, terms: dict[int, list[str]]) -> TorchEngine:
-        """See `Engine.with_constraints`; a term with a character the vocabulary lacks (UNK) constrains nothing: the
-        search could only write UNK."""
+        """See `Engine.with_constraints`; a term with a character the vocabulary lacks (UNK) constrains nothing (the
+        search could only write UNK), nor do a sentence's terms past MAX_TERMS or MAX_TERM_TOKENS: the caller places
+        what the search did not write (`nmt.documents.terms.searched_terms`)."""
         if self.search_cfg.sampling and any(terms.values()):
             raise ConfigError(constrained_sampling())
         other = copy.copy(self)
@@ -125,8 +130,12 @@ class TorchEngine(BatchEngine):
         ids = self.tokenizer.encode([term for _, term in lines], side="target") if lines else []
         other.constraints = {}
         for (n, _), term_ids in zip(lines, ids):
-            if term_ids and UNK not in term_ids:  # (what the vocabulary cannot write is left to the caller)
-                other.constraints.setdefault(n, []).append(tuple(term_ids))
+            held = other.constraints.setdefault(n, [])
+            # (what the vocabulary cannot write, and terms past the bound, are left to the caller)
+            if term_ids and UNK not in term_ids and len(held) < MAX_TERMS and \
+                    sum(map(len, held)) + len(term_ids) <= MAX_TERM_TOKENS:
+                held.append(tuple(term_ids))
+        other.constraints = {n: held for n, held in other.constraints.items() if held}
         return other
 
     def with_shortlist_of(self, sources: Optional[list[list[int]]]) -> TorchEngine:
