@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Multi30k with monolingual captions: the parallel-only teachers of recipes/multi30k.sh back-translate the other
 # language's task-2 captions, each direction's teacher is trained again on real + synthetic pairs (a second seed
-# too, for an ensemble where it scores higher on validation), forward-translates the source captions and the
-# real sources for a 6+2-layer student, which is scored with CTranslate2 int8 and exported. Results, the choices
+# too, for an ensemble), and the teacher that scores highest on validation (parallel-only, with synthetic data, or
+# the ensemble) forward-translates the source captions and the real sources for a 6+2-layer student, which is
+# scored with CTranslate2 int8 and exported. Results, the choices
 # made on the validation set and timings: docs/results-multi30k.md.
 #
 #   recipes/multi30k-mono.sh [OUT]            # default OUT: multi30k-run (the multi30k recipe's folder)
@@ -93,6 +94,7 @@ scores() {  # OUT.json SRC TGT SPLIT MODEL...: the models' scores on OUT/raw/SPL
 }
 
 bleu() { grep -A1 '"BLEU 13a cased"' "$1" | sed -n 's/.*"score": \([0-9.]*\).*/\1/p'; }  # of `nmt eval --json`
+higher() { awk -v a="$(bleu "$1")" -v b="$2" 'BEGIN {exit !(a > b)}'; }  # JSON's BLEU above the number given
 
 direction() {  # SRC TGT: back-translation, the teachers, forward translation and the student of one direction
     local src=$1 tgt=$2 dir="$OUT/$1-$2/mono" back="$OUT/$2-$1/averaged.pt"
@@ -108,17 +110,26 @@ direction() {  # SRC TGT: back-translation, the teachers, forward translation an
     fi
     [ -s "$dir/averaged.pt" ] || timed "$dir" teacher teacher_run "$dir" 1 "$src" "$tgt"
     scores "$dir/test.json" "$src" "$tgt" test "$dir/averaged.pt"
-    local teachers=("$dir/averaged.pt")
+    # the teacher that distils is chosen on validation: the synthetic data's, or the parallel-only one where that
+    # scores higher (at short budgets it does: docs/results-multi30k.md), or the ensemble of two seeds where higher
+    scores "$dir/valid.json" "$src" "$tgt" valid "$dir/averaged.pt"
+    scores "$dir/valid-parallel.json" "$src" "$tgt" valid "$OUT/$src-$tgt/averaged.pt"
+    local teachers=("$dir/averaged.pt") best
+    best=$(bleu "$dir/valid.json")
+    if higher "$dir/valid-parallel.json" "$best"; then
+        teachers=("$OUT/$src-$tgt/averaged.pt")
+        best=$(bleu "$dir/valid-parallel.json")
+    fi
     if [ "$ENSEMBLE" = 1 ]; then
         [ -s "$dir/averaged2.pt" ] || timed "$dir" teacher-seed-2 teacher_run "$dir" 2 "$src" "$tgt"
-        scores "$dir/valid.json" "$src" "$tgt" valid "$dir/averaged.pt"
         scores "$dir/valid-ensemble.json" "$src" "$tgt" valid "$dir/averaged.pt" "$dir/averaged2.pt"
         scores "$dir/test-ensemble.json" "$src" "$tgt" test "$dir/averaged.pt" "$dir/averaged2.pt"
-        # the ensemble distils only where it scores higher on validation than one teacher
-        if awk -v a="$(bleu "$dir/valid-ensemble.json")" -v b="$(bleu "$dir/valid.json")" 'BEGIN {exit !(a > b)}'; then
-            teachers+=("$dir/averaged2.pt")
+        if higher "$dir/valid-ensemble.json" "$best"; then
+            teachers=("$dir/averaged.pt" "$dir/averaged2.pt")
         fi
     fi
+    log "$src-$tgt distils from ${teachers[*]} (validation BLEU: $(bleu "$dir/valid-parallel.json") parallel-only, \
+$(bleu "$dir/valid.json") with synthetic data)"
     local models=()
     for m in "${teachers[@]}"; do models+=(-m "$m"); done
     # forward translation: the real sources (the n-best closest to the reference) and the SRC captions
