@@ -28,7 +28,6 @@ def test_multi30k_recipe_runs_both_directions_and_resumes(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [row["direction"] for row in rows] == ["en-de", "de-en"]
-    assert re.search(r"en-de distils from \S+averaged", r.stderr), r.stderr[-3000:]  # chosen on validation
     for row in rows:
         metrics = [s["metric"] for s in row["scores"]["scores"]]
         assert metrics[:2] == ["BLEU 13a cased", "BLEU 13a uncased"]
@@ -81,7 +80,6 @@ def test_student_recipe_distils_both_teachers_and_resumes(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [row["direction"] for row in rows] == ["en-de", "de-en"]
-    assert re.search(r"en-de distils from \S+averaged", r.stderr), r.stderr[-3000:]  # chosen on validation
     for row in rows:
         assert row["distilled"]["lines"] == 29000
         assert row["distilled"]["kept"] + sum(row["distilled"]["dropped"].values()) == 29000
