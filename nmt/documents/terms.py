@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from nmt.engines.base import Translation
+from nmt.engines.base import Engine, Translation
 from nmt.engines.search import Hypothesis
 from nmt.text.glossary import Glossary, Match
 
@@ -116,3 +116,21 @@ def searched_terms(translation: Translation, glossary: Glossary, aligner: Aligne
         searched, _ = place_terms(searched, Glossary(missing), aligner)
     used, found = glossary.used([translation.source], [searched.text])
     return searched, Placed(found, used)
+
+
+def targets_of(sentences: list[str], glossary: Glossary, first: int = 0) -> dict[int, list[str]]:
+    """The target terms each sentence must hold, by its number (`first` on, as an engine numbers a chunk's lines);
+    the sentences without a term left out: what `Engine.with_constraints` takes."""
+    found = {first + i: [m.term.target for m in glossary.matches(s)] for i, s in enumerate(sentences)}
+    return {n: line for n, line in found.items() if line}
+
+
+def search_terms(engine: Engine, items: list[tuple[str, Glossary]], first: int = 0) -> list[tuple[Translation, Placed]]:
+    """Sentences, each with its glossary (`items`), translated in one call of `engine`'s search constrained to their
+    terms (numbered from `first`), each with the terms the search could not write placed, and its counts
+    (`searched_terms`)."""
+    targets = {n: line for i, (sentence, glossary) in enumerate(items)
+               for n, line in targets_of([sentence], glossary, first + i).items()}
+    done = engine.with_constraints(targets).translate_chunk([sentence for sentence, _ in items], first)
+    return [searched_terms(t, glossary, lambda source, hypothesis: engine.alignment(source, hypothesis, first))
+            for t, (_, glossary) in zip(done, items)]

@@ -12,6 +12,7 @@ sentence and each alignment queued as work of its own, so that a document takes 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import re
@@ -22,7 +23,7 @@ from typing import Literal, Optional
 from nmt.config import TextConfig, check_field
 from nmt.core.errors import ConfigError, ref
 from nmt.core.progress import Progress
-from nmt.documents.terms import Placed, place_terms, searched_terms
+from nmt.documents.terms import Placed, place_terms, search_terms, searched_terms, targets_of
 from nmt.engines.base import Engine, Translation, translate_chunks
 from nmt.engines.search import Hypothesis
 from nmt.text.glossary import Glossary
@@ -250,18 +251,17 @@ class Documents:
         """The translations of `sentences` (see `sentences_of`) with the glossary's terms, by the method asked
         (TextConfig.glossary_method): placed through the alignment; searched for (the engine's constrained search);
         or placed, and searched for in the sentences where some could not be (auto). Counted in `terms`."""
-        targets = {first_line + i: [m.term.target for m in glossary.matches(s)] for i, s in enumerate(sentences)}
-        targets = {n: line for n, line in targets.items() if line}
+        targets = targets_of(sentences, glossary, first_line)
         search = self.method == "constrain" and bool(targets)
         engine = self.engine.with_constraints(targets) if search else self.engine
         done = [self.terms_of(t, glossary, first_line, search)
                 for t in (self.sentences_of(sentences, first_line, texts, engine) if sentences else [])]
         redo = [i for i, (_, counts) in enumerate(done) if counts.unplaced] if self.method == "auto" else []
         if redo:  # searched again, made to hold their terms; the progress told is the first pass's
-            again = self.engine.with_constraints({first_line + j: targets[first_line + i] for j, i in enumerate(redo)})
-            again.progress = lambda event: self.engine.progress(event) if event.message else None
-            for i, t in zip(redo, again.translate_chunk([sentences[i] for i in redo], first_line)):
-                done[i] = self.terms_of(t, glossary, first_line, True)
+            quiet = copy.copy(self.engine)
+            quiet.progress = lambda event: self.engine.progress(event) if event.message else None
+            for i, result in zip(redo, search_terms(quiet, [(sentences[i], glossary) for i in redo], first_line)):
+                done[i] = result
             self.terms.searched += len(redo)
         for _, counts in done:
             self.terms.found += counts.found

@@ -192,6 +192,22 @@ class BatchEngine:
         raise ConfigError(f"{ref('attention')}: the {self.name} engine cannot give attention maps; use "
                           f"{ref('engine')} torch")
 
+Search = Callable[[list[int]], list[list[Hypothesis]]]  # rows of a batch -> their hypotheses, in that order
+
+
+def search_apart(rows: int, held: list[int], search_free: Search, search_held: Search) -> list[list[Hypothesis]]:
+    """The hypotheses of a batch of `rows` sentences, those of rows `held` (sentences that must hold glossary terms)
+    from `search_held`, the others from `search_free` (each called once, and not with no rows)."""
+    found: list[list[Hypothesis]] = [[] for _ in range(rows)]
+    taken = set(held)
+    free = [i for i in range(rows) if i not in taken]
+    for part, search in ((free, search_free), (held, search_held)):
+        if part:
+            for i, hyps in zip(part, search(part)):
+                found[i] = hyps
+    return found
+
+
 def encode_lines(tokenizer: Tokenizer, lines: list[str], max_positions: int, first_line: int = 0,
                  progress: ProgressFn = ignore) -> list[list[int]]:
     """Subword ids + EOS per (source) line, truncated (with a warning) to fit `max_positions`."""

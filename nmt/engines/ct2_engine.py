@@ -24,7 +24,7 @@ from nmt.core.errors import ConfigError, InputError, ref
 from nmt.core.identity import DataIdentity
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.core.vocab import BOS, EOS, PAD
-from nmt.engines.base import BatchEngine
+from nmt.engines.base import BatchEngine, search_apart
 from nmt.engines.ct2_export import (
     META_FILE,
     SPECIAL_TOKENS,
@@ -209,17 +209,12 @@ class CTranslate2Engine(BatchEngine):
         held = [i for i, key in enumerate(keys) if key in self.terms]
         if not held:
             return self.search_here(encoded, keys)
-        assert self.fallback is not None  # (with_constraints refuses without one)
-        found: list[list[Hypothesis]] = [[] for _ in keys]
-        free = [i for i in range(len(keys)) if keys[i] not in self.terms]
-        if free:
-            for i, hyps in zip(free, self.search_here([encoded[i] for i in free], [keys[i] for i in free])):
-                found[i] = hyps
-        redone = self.fallback.search_batch([encoded[i] for i in held], [keys[i] for i in held], self.search_cfg,
-                                            self.progress, terms={keys[i]: self.terms[keys[i]] for i in held})
-        for i, hyps in zip(held, redone):
-            found[i] = hyps
-        return found
+        fallback = self.fallback
+        assert fallback is not None  # (with_constraints refuses without one)
+        return search_apart(
+            len(keys), held, lambda rows: self.search_here([encoded[i] for i in rows], [keys[i] for i in rows]),
+            lambda rows: fallback.search_batch([encoded[i] for i in rows], [keys[i] for i in rows], self.search_cfg,
+                                               self.progress, terms={keys[i]: self.terms[keys[i]] for i in rows}))
 
     def search_here(self, encoded: list[list[int]], keys: list[int]) -> list[list[Hypothesis]]:
         """CTranslate2's search of one batch (see `search_batch`), with nmt's where they would differ."""

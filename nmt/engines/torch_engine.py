@@ -18,7 +18,7 @@ from nmt.config import INT_MAX, Overrides, Precision, SearchConfig, check_range
 from nmt.core.errors import CheckpointError, ConfigError, ref
 from nmt.core.progress import ProgressFn, ignore
 from nmt.core.vocab import PAD, UNK
-from nmt.engines.base import BatchEngine
+from nmt.engines.base import BatchEngine, search_apart
 from nmt.engines.constrained import Constraint, constrained_beam_search
 from nmt.engines.ensemble import Ensemble
 from nmt.engines.heatmaps import AttentionMaps, alignments, attention_maps
@@ -95,16 +95,11 @@ class TorchEngine(BatchEngine):
         if not held:
             return search(model, src, self.search_cfg, self.max_positions, keys=keys)
         # the lines without terms searched as ever; the others by the constrained search (slower: Python per step)
-        found: list[list[Hypothesis]] = [[] for _ in keys]
-        free = [i for i, line in enumerate(constraints) if not line]
-        if free:
-            for i, hyps in zip(free, search(model, src[free], self.search_cfg, self.max_positions,
-                                            keys=[keys[i] for i in free])):
-                found[i] = hyps
-        for i, hyps in zip(held, constrained_beam_search(model, src[held], self.search_cfg, self.max_positions,
-                                                         [constraints[i] for i in held], self.joining_tokens())):
-            found[i] = hyps
-        return found
+        return search_apart(
+            len(keys), held,
+            lambda rows: search(model, src[rows], self.search_cfg, self.max_positions, keys=[keys[i] for i in rows]),
+            lambda rows: constrained_beam_search(model, src[rows], self.search_cfg, self.max_positions,
+                                                 [constraints[i] for i in rows], self.joining_tokens()))
 
     def check_search(self, search_cfg: SearchConfig) -> SearchConfig:
         search_cfg = search_cfg.validate()

@@ -22,7 +22,7 @@ import torch
 from nmt.config import SearchConfig
 from nmt.core.errors import ConfigError, ref
 from nmt.core.identity import DataIdentity
-from nmt.documents.terms import place_terms, searched_terms
+from nmt.documents.terms import place_terms, search_terms
 from nmt.documents.texts import align
 from nmt.engines.base import Engine
 from nmt.engines.decoding import SHOWN
@@ -78,10 +78,7 @@ def translate_function(engines: Mapping[Direction, Engine]) -> TranslateFn:
         if job.kind == "terms":
             return [place_terms(translation, glossary, engine.alignment) for translation, glossary in items]
         if job.kind == "searched":
-            constrained = engine.with_constraints({i: [m.term.target for m in glossary.matches(source)]
-                                                   for i, (source, glossary) in enumerate(items)})
-            return [searched_terms(t, glossary, engine.alignment)
-                    for t, (_, glossary) in zip(constrained.translate_chunk([source for source, _ in items]), items)]
+            return search_terms(engine, items)
         return engine.translate_chunk(items)
 
     return translate
