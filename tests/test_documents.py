@@ -12,7 +12,7 @@ import pytest
 from nmt.config import SearchConfig
 from nmt.core.errors import ConfigError
 from nmt.core.progress import Progress
-from nmt.documents.texts import Documents, TextTranslation, layout
+from nmt.documents.texts import Documents, TextTranslation, flowed, layout, respace
 from nmt.engines.base import Translation
 from nmt.engines.search import Hypothesis
 
@@ -127,6 +127,46 @@ def test_layout_without_split_keeps_a_line_whole():
     shape = layout("A man. Two dogs.\nA cat.", "en", split=False)
     assert shape.sentences == ["A man. Two dogs.", "A cat."]
     assert shape.join(["X", "Y"]) == "X\nY"
+
+
+@pytest.mark.parametrize("html, sentences, expected", [
+    # a newline between two sentences of a paragraph stays; one inside a sentence does not cut it
+    ("<p>A man sits.\nTwo dogs play.</p>", ["A man sits.", "Two dogs play."], "<p>A MAN SITS.\nTWO DOGS PLAY.</p>"),
+    ("<p>A man in a blue\n   shirt runs.</p>", ["A man in a blue shirt runs."], "<p>A MAN IN A BLUE\n   SHIRT RUNS.</p>"),
+    ("<p>\n  A   man.\n\n\tA <b>big</b>  dog.\n</p>", ["A man.", "A big dog."],
+     "<p>\n  A   MAN.\n\n\tA <b>BIG</b>  DOG.\n</p>"),
+    ("<li>Two\r\nwords</li>", ["Two words"], "<li>TWO\r\nWORDS</li>"),
+    ('<img alt="A  red\ncar.">', ["A red car."], '<img alt="A  RED\nCAR.">'),
+    # a no-break space is no whitespace of HTML: the engine sees it (the fake engine's split() takes it for a space)
+    ("<p>A&nbsp;B  c.</p>", ["A\xa0B c."], "<p>A B  C.</p>"),
+])
+def test_html_whitespace_comes_back_as_written_and_the_engine_sees_one_space(html, sentences, expected):
+    engine = FakeEngine()
+    assert Documents(engine, format="html").translate_chunk([html])[0].text == expected
+    assert engine.calls == [sentences]
+
+
+@pytest.mark.parametrize("translation, n, runs, expected", [
+    ("a b c d", 4, [(2, "\n  ")], "a b\n  c d"),  # after word 2 of 4: after word 2 of 4
+    ("a b", 4, [(2, "\n")], "a\nb"),  # 2 of 4 -> 1 of 2
+    ("a b c d e f", 3, [(1, "\t")], "a b\tc d e f"),  # 1 of 3 -> 2 of 6
+    ("a b c", 3, [(1, "\n"), (2, "  ")], "a\nb  c"),
+    ("a b", 4, [(1, "\n"), (2, "  ")], "a\nb"),  # two runs for one place: the first
+    ("a b", 4, [(3, "\n")], "a\nb"),  # 3 of 4 -> 2 of 2: inside, the last place
+    ("word", 3, [(1, "\n")], "word"),  # one word: no place
+    ("", 3, [(1, "\n")], ""),
+    ("a  b", 2, [], "a  b"),  # nothing to place: the translation as it is
+])
+def test_respace_puts_runs_between_target_words_at_the_same_share(translation, n, runs, expected):
+    assert respace(translation, n, runs) == expected
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n \n", "a", " a\n b. \t c d.\r\n", "Hund。Katze。 x", "a\x0cb"])
+@pytest.mark.parametrize("split", [True, False])
+def test_a_flowed_layout_joined_with_its_own_sentences_is_the_text(text, split):
+    shape = flowed(text, "en", split)
+    assert shape.join(shape.sentences) == text
+    assert not any("  " in s or any(c in s for c in "\t\n\r\x0c") for s in shape.sentences)
 
 
 def paragraphs(lang: str, n: int = 200) -> list[list[str]]:

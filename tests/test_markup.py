@@ -119,8 +119,12 @@ EXACT = [
     ('<p><a href="x">Click here</a> to continue.</p>', reverse, '<p>CONTINUE. TO <a href="x">HERE CLICK</a></p>'),
     ('<p>One <a href=#>two <b>three</b></a> four</p>', reverse, "<p>FOUR <a href=#><b>THREE</b> TWO</a> ONE</p>"),
     ("<ul>\n  <li>One <em>two</em></li>\n  <li>three</li>\n</ul>", reverse, "<ul>\n  <li><em>TWO</em> ONE</li>\n  <li>THREE</li>\n</ul>"),
-    # leading and trailing whitespace stays outside, runs of whitespace are one space
-    ("<p>\n  Hello <b> big </b>world \n</p>", upper, "<p>\n  HELLO <b>BIG</b> WORLD \n</p>"),
+    # leading and trailing whitespace stays outside; whitespace is given as written (a tag's edge moves off it)
+    ("<p>\n  Hello <b> big </b>world \n</p>", upper, "<p>\n  HELLO  <b>BIG</b> WORLD \n</p>"),
+    ("<p>One.\n  Two  <i>three</i>\tfour.</p>", upper, "<p>ONE.\n  TWO  <i>THREE</i>\tFOUR.</p>"),
+    ("<p>One.\n  Two  <i>three</i>\tfour.</p>", reverse, "<p>FOUR. <i>THREE</i> TWO ONE.</p>"),
+    ("<p><b>\n  x</b> y</p>", upper, "<p>\n  <b>X</b> Y</p>"),
+    ('<img alt="a\n  b">', upper, '<img alt="A\n  B">'),
     ("<p>x</p><p><b> y</b></p>", upper, "<p>X</p><p> <b>Y</b></p>"),
     # markup inside a word stays there when the word keeps its length
     ("<p>H<sub>2</sub>O is water</p>", upper, "<p>H<sub>2</sub>O IS WATER</p>"),
@@ -168,7 +172,7 @@ EXACT = [
     ("<p>cut short <a href='x", upper, "<p>CUT SHORT <a href='x"),
     ('<span translate="no">a<span/>b</span> c', upper, '<span translate="no">a<span/>b</span> C'),
     ("<p>Run <code>ls</p><p>Next</p>", upper, "<p>RUN <code>ls</p><p>NEXT</p>"),
-    ("<p>Hello\r\n<b>big</b>\r\nworld</p>\r\n", upper, "<p>HELLO <b>BIG</b> WORLD</p>\r\n"),
+    ("<p>Hello\r\n<b>big</b>\r\nworld</p>\r\n", upper, "<p>HELLO\r\n<b>BIG</b>\r\nWORLD</p>\r\n"),
     ("<P CLASS=X>Shout <B>loud</B></P>", upper, "<P CLASS=X>SHOUT <B>LOUD</B></P>"),
     # whole documents
     ("<!DOCTYPE html><html><head><title>My page</title></head><body><p>Hi &amp; bye</p></body></html>", reverse,
@@ -211,7 +215,7 @@ def test_one_call_with_every_text_in_document_order():
     html = ('<html><head><title>The title</title><meta name=description content="The  description"></head>'
             '<body><p>A <b>bold</b>\n word</p><img alt="An image"><p> </p><p>&nbsp;</p><p>&lt;x&gt; &amp; y</p></body></html>')
     translate_html(html, recorder)
-    assert recorder.calls == [["The title", "The description", "A bold word", "An image", "<x> & y"]]
+    assert recorder.calls == [["The title", "The  description", "A bold\n word", "An image", "<x> & y"]]
 
 
 def test_nothing_to_translate_calls_nothing():

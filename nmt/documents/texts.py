@@ -33,15 +33,21 @@ from nmt.text.sentences import Split, split_sentences
 Format = Literal["text", "html"]
 FORMATS: tuple[Format, ...] = ("text", "html")
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+HTML_SPACE = re.compile(r"[ \t\n\r\f]+")  # HTML's whitespace (a no-break space is a word's)
+HTML_WORD = re.compile(r"[^ \t\n\r\f]+")
 NOTHING = Hypothesis([], 0.0, 0.0)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """A text as sentences and what surrounds them: its lines (each a Split) and the line breaks between them."""
+    """A text as sentences and what surrounds them: its lines (each a Split) and the line breaks between them; for
+    an HTML text (`flowed`), one line and the whitespace inside each sentence that was not one space."""
 
     lines: list[Split]
     breaks: list[str]  # len(lines) - 1: "\n", "\r\n" or "\r", as the text has them
+    # `flowed`: per sentence, its number of words n and each (k, run): whitespace after its k-th word that the
+    # text wrote otherwise than " " (the model saw one space there)
+    spacing: list[tuple[int, list[tuple[int, str]]]] = field(default_factory=list)
 
     @property
     def sentences(self) -> list[str]:
@@ -49,6 +55,8 @@ class Layout:
 
     def join(self, translated: Sequence[str]) -> str:
         """The text with each sentence replaced by its translation (one per sentence, in order)."""
+        if self.spacing:
+            translated = [respace(t, n, runs) for t, (n, runs) in zip(translated, self.spacing)]
         out, at = [], 0
         for i, line in enumerate(self.lines):
             n = len(line.sentences)
@@ -57,6 +65,53 @@ class Layout:
             if i < len(self.breaks):
                 out.append(self.breaks[i])
         return "".join(out)
+
+
+def respace(translation: str, n: int, runs: list[tuple[int, str]]) -> str:
+    """`translation` with each run of whitespace that followed word k of the n of its source between the target
+    words at the same share (the first run wins a place two would share; a one-word translation has no place)."""
+    words = [m.span() for m in HTML_WORD.finditer(translation)]
+    m, placed = len(words), dict[int, str]()
+    for k, run in runs if m > 1 else []:
+        placed.setdefault(min(m - 1, max(1, (2 * k * m + n) // (2 * n))), run)
+    out, done = [], 0
+    for j in sorted(placed):
+        out += [translation[done : words[j - 1][1]], placed[j]]
+        done = words[j][0]
+    return "".join(out) + translation[done:]
+
+
+def flowed(text: str, lang: str, split: bool) -> Layout:
+    """An HTML text, whose whitespace is spacing, not lines: the model is given each sentence with every run of
+    HTML whitespace as one space (a newline in a paragraph does not cut its sentence); the runs between sentences
+    come back as written, and those inside one between the target words at the same share (`respace`)."""
+    # the text with each run one space, and where each of its characters was in `text`
+    flat: list[str] = []
+    to_raw: list[int] = []
+    done = 0
+    for m in HTML_SPACE.finditer(text):
+        flat.append(text[done : m.start()])
+        to_raw += range(done, m.start())
+        flat.append(" ")
+        to_raw.append(m.start())
+        done = m.end()
+    flat.append(text[done:])
+    to_raw += [*range(done, len(text)), len(text)]
+    one = "".join(flat)
+    cut = split_sentences(one, lang) if split else (
+        Split([one.strip(" ")], [one[: len(one) - len(one.lstrip(" "))], one[len(one.rstrip(" ")):]])
+        if one.strip() else Split([], [one]))
+    gaps, spacing, at = [], [], 0
+    for i, gap in enumerate(cut.gaps):
+        end = at + len(gap)
+        gaps.append(text[to_raw[at] : to_raw[end]])  # (a run's one space stands for it whole)
+        if i < len(cut.sentences):
+            at, end = end, end + len(cut.sentences[i])
+            raw = text[to_raw[at] : to_raw[end]]
+            runs = [(k + 1, m.group()) for k, m in enumerate(HTML_SPACE.finditer(raw)) if m.group() != " "]
+            spacing.append((len(HTML_SPACE.findall(raw)) + 1, runs))
+        at = end
+    return Layout([Split(cut.sentences, gaps)], [], spacing)
 
 
 def layout(text: str, lang: str, split: bool) -> Layout:
@@ -189,7 +244,7 @@ def plan(texts: Sequence[str], lang: str, split: bool = True, format: Format = "
     if format == "text":
         return Work(format, list(texts), [(t, layout(t, lang, split)) for t in texts], [1] * len(texts))
     documents = [parse_html(t, target) for t in texts]
-    pieces = [(block, layout(block, lang, split)) for d in documents for block in d.texts]
+    pieces = [(block, flowed(block, lang, split)) for d in documents for block in d.texts]
     return Work(format, list(texts), pieces, [len(d.texts) for d in documents], documents)
 
 

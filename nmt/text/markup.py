@@ -12,9 +12,11 @@ attribute goes to one call of `translate`; the rest is written back as it was; l
 - Objects, kept as written after the target word aligned to the source word before them: untouched inline elements,
   void ones (img, input, wbr), comments, and tags that pair with none in their block (malformed markup).
 - Translated attributes: `TRANSLATED`, the value of `BUTTONS` inputs, the content of `DESCRIPTIONS` metas.
-- Texts given: entities decoded, runs of HTML whitespace as one space, a block's leading and trailing whitespace
-  kept outside as written; a text without a word is not given. Written back: `<`, `>`, `&` escaped, and characters
-  the source block (or attribute value) wrote as an entity (&nbsp; &copy;) as that entity; nothing else.
+- Texts given: entities decoded, whitespace as written (the translator keeps what it can of it: `nmt.documents`
+  gives the model one space and puts the runs back), a block's leading and trailing whitespace kept outside as
+  written (an object's whitespace since the last word: one space); a text without a word is not given. Written
+  back: `<`, `>`, `&` escaped, and characters the source block (or attribute value) wrote as an entity (&nbsp;
+  &copy;) as that entity; nothing else.
 """
 
 from __future__ import annotations
@@ -163,7 +165,7 @@ def _block(nodes: list[Node], texts: list[str], inline: list[bool]) -> list[Part
         tail.insert(0, core[-1][len(core[-1].rstrip(SPACE)):])
         core[-1] = core[-1].rstrip(SPACE)
     block = _Block(core, len(texts))
-    texts.append(block.text.lstrip(" "))
+    texts.append(block.text.lstrip(SPACE))
     inline.append(bool(block.elems or block.objects))
     return [*head, block, *tail]
 
@@ -282,13 +284,15 @@ class _Placed:
 
 class _Block:
     """A text to translate (a block's, or an attribute value's between `quote`s) with its inline markup: its plain
-    text (entities decoded, whitespace collapsed), its entities, and where its elements and objects stand in it."""
+    text (entities decoded, whitespace as written), its entities, and where its elements and objects stand in it."""
 
     def __init__(self, nodes: list[Node], index: int, quote: str = ""):
         self.nodes, self.index, self.quote = nodes, index, quote
         self.chunks: list[str] = []
         self.size = 0
-        self.pending = self.spaced = self.lead = False  # whitespace since the last word; since that or an object
+        self.pending = False  # whitespace since the last word
+        self.run = ""  # the whitespace since the last word or object, as written (a gap in the text)
+        self.lead = ""  # the whitespace before all (inside an element), as written
         self.entities: dict[str, str] = {}
         self.elems: list[_Elem] = []
         self.objects: list[_Atom] = []
@@ -300,7 +304,7 @@ class _Block:
             if isinstance(node, str):
                 self.add_text(node)
             elif isinstance(node, _Atom):
-                node.parent, node.at, node.before, self.spaced = parent, self.size, self.spaced, False
+                node.parent, node.at, node.before, self.run = parent, self.size, bool(self.run), ""
                 self.objects.append(node)
                 self.pending = self.pending or node.blank
             else:
@@ -319,15 +323,17 @@ class _Block:
             if self.objects and self.objects[-1].at == self.size and run[0].isspace():  # (&nbsp; too)
                 self.objects[-1].after = True
             if run[0] in SPACE:
-                self.lead = self.lead or not (self.size or self.objects)  # whitespace before all (inside an element)
-                self.pending = self.spaced = True
+                if not (self.size or self.objects):  # whitespace before all (inside an element)
+                    self.lead += run
+                self.pending, self.run = True, self.run + run
                 continue
-            if self.pending:  # (a space before the first word: whitespace at the start of an element)
-                self.chunks.append(" ")
-                self.size += 1
+            if self.pending:  # (whitespace before the first word: at the start of an element)
+                gap = self.run or " "  # (only an object's whitespace since the last word: a space)
+                self.chunks.append(gap)
+                self.size += len(gap)
             self.chunks.append(run)
             self.size += len(run)
-            self.pending, self.spaced = False, run[-1].isspace()
+            self.pending, self.run = False, ""
 
     def render(self, results: list[Aligned]) -> str:
         target = _Target(self.text, results[self.index])
@@ -345,7 +351,7 @@ class _Block:
         for obj in self.objects:
             objects.setdefault(target.place(obj.at, intervals[obj.parent] if obj.parent >= 0 else None), []).append(obj)
         gaps = {end: start for (_, end), (start, _) in zip(target.tgt, target.tgt[1:])}
-        out, done = [self.quote, " " if self.lead else ""], 0
+        out, done = [self.quote, self.lead], 0
         for x in sorted({*opens, *closes, *objects}):
             out.append(text[done:x].translate(codes))
             done = x
@@ -359,7 +365,7 @@ class _Block:
             out += [self.between(rest, gap, results), gap.pop() if rest and gap else ""]
             done = gaps[x] if x in gaps and not gap else done
             out += [part for i in opening for part in (_join(self.elems[i].parts, results), owned[i])]
-        return "".join(out) + text[done:].translate(codes) + (" " if self.spaced else "") + self.quote
+        return "".join(out) + text[done:].translate(codes) + self.run + self.quote
 
     @staticmethod
     def between(objects: list[_Atom], gap: list[str], results: list[Aligned]) -> str:
@@ -481,7 +487,7 @@ class _Document:
             if (text := htmllib.unescape(inner)) != values.get(key) or not text.split():
                 continue  # the parser read it otherwise (or it is a second one), or it has no word: kept
             block = _Block([inner], len(self.texts), quote or '"')
-            self.texts.append(block.text.lstrip(" "))
+            self.texts.append(block.text.lstrip(SPACE))
             self.inline.append(False)
             parts += [raw[done:m.start(2)], block]
             done = m.end(2)
