@@ -935,6 +935,31 @@ def test_max_beam_is_the_server_s_option():
         service.search_for({"beam": 3, "nbest": None})
 
 
+def test_a_request_without_settings_gets_its_direction_s_default_search_as_checked_at_start():
+    from nmt.serve.service import Service
+
+    batcher = Batcher(lambda lines, search: [], ServeConfig(max_wait_ms=0))
+    en_de, de_en = SearchConfig(beam=4), SearchConfig(beam=2, lenpen=1.0)
+    service = Service(batcher, ServeConfig(), {}, en_de, searches={("en", "de"): en_de, ("de", "en"): de_en})
+    assert service.search_for({"beam": None, "nbest": None}, direction=("de", "en")) is de_en
+    assert service.search_for({}, direction=("en", "de")) is en_de
+    assert service.search_for({"beam": 3}, direction=("de", "en")) == SearchConfig(beam=3, lenpen=1.0)
+    with pytest.raises(ConfigError, match="nbest"):  # a default search that is wrong is refused when made
+        Service(batcher, ServeConfig(), {}, SearchConfig(beam=2, nbest=3))
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({}, {"tracing": False, "metrics": False, "logs": False}),
+    ({"PATH": "/bin", "OTEL": "x"}, {"tracing": False, "metrics": False, "logs": False}),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, None),
+    ({"OTEL_SERVICE_NAME": "nmt"}, None),
+])
+def test_fastapi_s_own_telemetry_is_on_only_where_opentelemetry_is_configured(environ, expected):
+    from nmt.serve.app import telemetry
+
+    assert telemetry(environ) == expected
+
+
 @pytest.mark.parametrize("fields, error, words", [
     (dict(api_keys=Path("absent-keys.txt")), InputError, "`api_keys` absent-keys.txt: cannot read"),
     (dict(api_keys=Path("empty-keys.txt")), ConfigError, "`api_keys` empty-keys.txt: holds no key"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Optional, cast
 
 from fastapi import APIRouter, Request
@@ -28,7 +27,8 @@ async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     """Translate a text or a list of texts; optional `source` and `target` (needed when the server translates
     several directions), `format` (text, html), `scores`, per-request `beam` and `nbest`, a `glossary`."""
     service = service_of(request)
-    service.check_key(body.api_key or request.query_params.get("api_key"))
+    # (the query string is parsed only where there is one: parsing an empty one was ~5% of a request's time)
+    service.check_key(body.api_key or (request.query_params.get("api_key") if request.scope["query_string"] else None))
     texts = service.texts(body.text, body.format)
     glossary = request_glossary(body.glossary, 422)
     if body.source is not None and body.source == body.target and body.target in service.codes:
@@ -40,7 +40,7 @@ async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search, status=422,
                                          glossary=glossary)
     out = {"translations": rows(done, body.scores, search.nbest),
-           "model": dataclasses.asdict(service.directions[src, tgt])}
+           "model": service.shown_models[src, tgt]}
     if (terms := request.scope.get(TERMS_KEY)) is not None:
         out["terms"] = {"found": terms.found, "placed": terms.placed}
     if search.nbest > 1 and (note := fewer_note(done, search.nbest)):
@@ -76,7 +76,7 @@ async def health(request: Request) -> Response:
     service = service_of(request)
     if not service.ready:
         return error_response(503, "starting: the model is loading")
-    models = [dataclasses.asdict(info) for info in service.directions.values()]
+    models = list(service.shown_models.values())
     return JSONResponse({"status": "ok", "model": models[0], "models": models,
                          "queued_lines": service.batcher.queued_lines})
 
