@@ -104,6 +104,55 @@ def in_process(cfg: ServeConfig, translate=None, **kwargs):
 
 
 @pytest.fixture(scope="module")
+def both_paths(tmp_path_factory):
+    """One application served twice: as made (POST /v1/translate taken by `nmt.serve.native.Direct`), and with
+    FastAPI alone behind the gate (Direct left out)."""
+    from nmt.serve import ModelInfo
+    from nmt.serve.app import create_app
+
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text("secret\n")
+    cfg = ServeConfig(max_lines=20, max_chars=200, max_body_bytes=10_000, api_keys=keys)
+    urls = []
+    with contextlib.ExitStack() as stack:
+        for direct in (True, False):
+            gate = create_app(FakeEngine(), ModelInfo("fake", "en", "de", "0" * 64, {}), cfg, translate=Upper(),
+                              detector=FirstCandidate)
+            gate.app = gate.app if direct else gate.app.app
+            urls.append(stack.enter_context(test_serve.on_uvicorn(gate)))
+        yield urls
+
+
+@pytest.mark.parametrize("body, headers", [
+    ({"text": "A dog.", "api_key": "secret"}, {}),
+    ({"text": ["A dog.", "Zwei Katzen. Ein Haus.\nÄpfel"], "scores": True, "api_key": "secret"}, {}),
+    ({"text": "A dog.", "nbest": 2, "beam": 2, "api_key": "secret"}, {}),
+    ({"text": "<p>A <b>dog</b>.</p>", "format": "html", "api_key": "secret"}, {}),
+    ({"text": "A dog.", "glossary": {"dog": "Hund"}, "api_key": "secret"}, {}),
+    ({"text": "A dog.", "source": "en", "target": "en", "api_key": "secret"}, {}),
+    ({"text": "A dog.", "source": "fr", "api_key": "secret"}, {}),  # a direction not served: 422
+    ({"text": "A dog."}, {}),  # no key: 403
+    ({"text": "A dog.", "api_key": "wrong"}, {}),
+    ({"text": ["a"] * 21, "api_key": "secret"}, {}),  # too many lines: 413
+    ({"text": "A dog.", "beam": 0, "api_key": "secret"}, {}),
+    ({"text": 5, "api_key": "secret"}, {}),  # not valid: FastAPI's answer
+    ({"text": "A dog.", "colour": "red", "api_key": "secret"}, {}),
+    ({"text": "A dog.", "api_key": "secret"}, {"Content-Type": "application/json; charset=utf-8"}),
+    ({"text": "A dog.", "api_key": "secret"}, {"Content-Type": "text/plain"}),
+    ("[" * 100_000, {}),  # too deep for json.loads
+    ("{\"text\": \"a\\ud800\", \"api_key\": \"secret\"}", {}),  # a lone surrogate
+    ("x" * 20_000, {}),  # past --max-body-bytes
+])
+def test_direct_answers_v1_translate_as_fastapi_does(both_paths, body, headers):
+    data = body if isinstance(body, str) else json.dumps(body)
+    answers = [requests.post(url + "/v1/translate", data=data.encode(), timeout=30,
+                             headers={"Content-Type": "application/json", **headers}) for url in both_paths]
+    direct, fastapi = answers
+    assert (direct.status_code, direct.content) == (fastapi.status_code, fastapi.content)
+    assert direct.headers.get("content-type") == fastapi.headers.get("content-type")
+
+
+@pytest.fixture(scope="module")
 def served():
     """A server with the default CORS (every origin)."""
     with in_process(ServeConfig(max_lines=20, max_chars=200, max_document_chars=100, max_sentences=20)) as (url,

@@ -19,6 +19,7 @@ from nmt.serve.http_errors import install_handlers
 from nmt.serve.libre import install as install_libre
 from nmt.serve.libre import router as libre_router
 from nmt.serve.middleware import Gate, Metrics, RequestRecord
+from nmt.serve.native import Direct
 from nmt.serve.native import router as native_router
 from nmt.serve.service import DetectorFactory, Service, check_files, translating_paths
 from nmt.serve.web import install as install_web
@@ -119,4 +120,4 @@ def create_app(engines: Union[Engine, Sequence[Engine]],
             metrics.on_request(record.path, record.status, record.seconds)
         on_done(record)
 
-    return Gate(app, cfg.body_limit, cfg.timeout, on_done=done, on_error=on_error, wrap=web)
+    return Gate(Direct(app), cfg.body_limit, cfg.timeout, on_done=done, on_error=on_error, wrap=web)
