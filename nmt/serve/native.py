@@ -7,6 +7,8 @@ from typing import Any, Optional, cast
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nmt.documents.texts import TextTranslation
 from nmt.serve.backend import Direction
@@ -97,30 +99,31 @@ class Direct:
 
     PATH = "/v1/translate"
 
-    def __init__(self, app: Any):
+    def __init__(self, app: ASGIApp):
         self.app = app  # the FastAPI application
 
     @property
     def state(self) -> Any:
         """The application's state (the service, the metrics), as the gate's holders look for it."""
-        return self.app.state
+        return cast(Any, self.app).state
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.PATH or not is_json(scope):
-            return await self.app(scope, receive, send)
-        from starlette.exceptions import HTTPException
-        from starlette.requests import Request
-
+            await self.app(scope, receive, send)
+            return
         scope["app"] = self.app  # (what FastAPI would set: the endpoint finds the service there)
         request = Request(scope, receive)
         try:
             body = await request.body()
         except HTTPException as e:  # too large or too slow (the gate's receive): answered as FastAPI would
-            return await (await on_http_exception(request, e))(scope, receive, send)
+            await (await on_http_exception(request, e))(scope, receive, send)
+            return
         try:
             parsed = TranslateRequest.model_validate(json.loads(body))
         except Exception:  # not JSON, too deep, not valid: FastAPI's own answer, from the body again
-            return await self.app(scope, replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
+            return
+        response: Response
         try:
             answer = TranslateResponse.model_validate(await translate(parsed, request))
         except RequestError as e:
@@ -129,25 +132,23 @@ class Direct:
             await (await on_unexpected(request, e))(scope, receive, send)
             raise
         else:
-            from starlette.responses import Response
-
             response = Response(answer.model_dump_json().encode(), media_type="application/json")
         await response(scope, receive, send)
 
 
-def is_json(scope: dict[str, Any]) -> bool:
+def is_json(scope: Scope) -> bool:
     """Whether the request says its body is JSON (application/json, perhaps with parameters)."""
     for name, value in scope.get("headers", ()):
         if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"application/json"
+            return bool(value.split(b";", 1)[0].strip().lower() == b"application/json")
     return False
 
 
-def replay(body: bytes, receive: Any) -> Any:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A receive that gives `body` whole first, then what `receive` gives (a disconnect)."""
     given = False
 
-    async def again() -> dict[str, Any]:
+    async def again() -> Message:
         nonlocal given
         if given:
             return await receive()
