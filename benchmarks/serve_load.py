@@ -6,6 +6,12 @@ Run by hand (results go to docs/commands/serve.md):
 
     .venv/bin/python benchmarks/serve_load.py --model run/averaged.pt --src test.en \\
         --sentences 300 --clients 1 32 --engines torch ctranslate2 --threads 1 --rounds 3
+    .venv/bin/python benchmarks/serve_load.py --model student/averaged.pt --src test.en --sentences 1000 \\
+        --clients 1 32 --engines ctranslate2 --int8 --beam 1 --threads 1 --rounds 3 \\
+        --baseline OLD_TREE --baseline-engine ctranslate2
+
+The last column is the server's CPU time per request (Linux /proc): its event loop's thread, and the whole
+process (the engine and the batcher included).
 
 Loopback traffic only (127.0.0.1, a port chosen at random); the benchmark starts the servers itself and
 stops them at the end. Each client loops over its share of the sentences, one POST /v1/translate at a time,
@@ -40,27 +46,34 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 
 import requests
 from serving import DEFAULT_DATA, read_sentences, start_server, tree_env
 
 
-def offline(model: Path, sentences: list[str], threads: int, engine: str, tree: Path | None = None) -> tuple[float, list[str]]:
-    """Seconds and output of `nmt translate --engine ENGINE` over all sentences (model loading excluded: timed
+def offline(model: Path, sentences: list[str], threads: int, engine: str, tree: Path | None = None,
+            extra: Sequence[str] = ()) -> tuple[float, list[str]]:
+    """Seconds and output of `nmt translate --engine ENGINE EXTRA` over all sentences (model loading excluded: timed
     from the first byte written to the last line read, with the model already loaded by a warm-up line)."""
     proc = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "-m", str(model), "--threads", str(threads),
-                             *(["--engine", engine] if tree is None else [])],
+                             *engine_flags(engine, tree), *extra],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=tree_env(tree))
     proc.stdin.write("warm up\n")
     proc.stdin.flush()
     proc.stdout.readline()
+    def feed() -> None:  # from a thread: a long input would fill both pipes while written at once
+        proc.stdin.write("".join(s + "\n" for s in sentences))
+        proc.stdin.close()
+
     start = time.monotonic()
-    proc.stdin.write("".join(s + "\n" for s in sentences))
-    proc.stdin.close()
+    feeder = threading.Thread(target=feed)
+    feeder.start()
     out = [proc.stdout.readline().rstrip("\n") for _ in sentences]
     seconds = time.monotonic() - start
+    feeder.join()
     proc.wait()
     return seconds, out
 
@@ -71,10 +84,11 @@ from pathlib import Path
 from nmt.config import InferenceConfig, Overrides, SearchConfig
 from nmt.engines.choice import open_engine
 torch.set_num_threads(int(sys.argv[2]))
-tr = open_engine([Path(sys.argv[1])], Overrides(SearchConfig), Overrides(InferenceConfig, {"engine": sys.argv[3], "threads": int(sys.argv[2])}))
+search = {"beam": int(sys.argv[5])} if int(sys.argv[5]) else {}
+tr = open_engine([Path(sys.argv[1])], Overrides(SearchConfig, search), Overrides(InferenceConfig, {"engine": sys.argv[3], "threads": int(sys.argv[2]), "int8": sys.argv[4] == "1"}))
 lines = sys.stdin.read().splitlines()
 tr.translate_chunk(lines[:8])
-for size in map(int, sys.argv[4:]):
+for size in map(int, sys.argv[6:]):
     start = time.perf_counter()
     for i in range(0, len(lines), size):
         tr.translate_chunk(lines[i : i + size])
@@ -82,10 +96,12 @@ for size in map(int, sys.argv[4:]):
 """
 
 
-def model_alone(model: Path, sentences: list[str], sizes: list[int], threads: int, engine: str) -> dict[int, float]:
+def model_alone(model: Path, sentences: list[str], sizes: list[int], threads: int, engine: str, int8: bool = False,
+                beam: int = 0) -> dict[int, float]:
     """Sentences/s of the engine itself (no HTTP, no queue) translating chunks of `size` lines: the most a
     server can reach when its batches hold `size` lines (C closed-loop clients never fill more than C)."""
-    out = subprocess.run([sys.executable, "-c", MODEL_ALONE, str(model), str(threads), engine, *map(str, sizes)],
+    out = subprocess.run([sys.executable, "-c", MODEL_ALONE, str(model), str(threads), engine, str(int(int8)),
+                          str(beam), *map(str, sizes)],
                          input="\n".join(sentences), capture_output=True, text=True, check=True).stdout
     return {int(size): float(rate) for size, rate in (line.split() for line in out.splitlines())}
 
@@ -233,13 +249,36 @@ def load(url: str, sentences: list[str], clients: int, kind: str = "http.client"
             "outputs": [results.get(i) for i in range(len(sentences))]}
 
 
+def engine_flags(engine: str, tree: Path | None) -> list[str]:
+    """--engine ENGINE, left out for an older tree's torch (trees from before --engine serve with torch)."""
+    return [] if tree is not None and engine == "torch" else ["--engine", engine]
+
+
+def search_flags(args) -> list[str]:
+    """The options of both the servers and offline translation: --int8, --beam."""
+    return [*(["--int8"] if args.int8 else []), *(["--beam", str(args.beam)] if args.beam else [])]
+
+
 def server_of(args, engine: str, tree: Path | None) -> tuple[subprocess.Popen, str]:
     """`nmt serve --engine ENGINE` (from the source tree `tree`, else this one) on a free port; (process, url)
     once ready."""
-    return start_server(["-m", str(args.model), "--threads", str(args.threads),
+    return start_server(["-m", str(args.model), "--threads", str(args.threads), *search_flags(args),
                          *(["--max-wait-ms", str(args.max_wait_ms)] if args.max_wait_ms is not None else []),
                          *(["--quiet-ms", str(args.quiet_ms)] if args.quiet_ms is not None else []),
-                         *(["--engine", engine] if tree is None else [])], tree_env(tree), cwd=tree)
+                         *engine_flags(engine, tree)], tree_env(tree), cwd=tree)
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) of the process's main thread (the event loop) and of the whole process, from
+    /proc (Linux; (nan, nan) elsewhere)."""
+    def read(path: str) -> float:
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    try:
+        return read(f"/proc/{pid}/task/{pid}/stat"), read(f"/proc/{pid}/stat")
+    except OSError:
+        return float("nan"), float("nan")
 
 
 def main() -> None:
@@ -255,7 +294,11 @@ def main() -> None:
     ap.add_argument("--quiet-ms", type=float, help="the servers' --quiet-ms (default: theirs)")
     ap.add_argument("--alone-sentences", type=int, default=256, help="sentences for the model-alone column")
     ap.add_argument("--batching", action="store_true", help="also compare nmt's batcher with CTranslate2's own queue")
-    ap.add_argument("--baseline", type=Path, help="folder holding an older `nmt` package: its (torch) server runs too")
+    ap.add_argument("--baseline", type=Path, help="folder holding an older `nmt` package: its server runs too")
+    ap.add_argument("--baseline-engine", default="torch", choices=["torch", "ctranslate2"],
+                    help="--baseline's engine (torch: a tree from before --engine too)")
+    ap.add_argument("--int8", action="store_true", help="servers and offline: --int8")
+    ap.add_argument("--beam", type=int, help="servers and offline: --beam N (default: the checkpoint's)")
     ap.add_argument("--client", choices=["http.client", "requests"], default="http.client",
                     help="the load generator's HTTP library (requests spends about 5x the CPU per request)")
     ap.add_argument("--rounds", type=int, default=1, help="repeat everything; medians over the rounds")
@@ -269,7 +312,7 @@ def main() -> None:
         converted(args.model)  # made before the servers start, as a second use finds it
     plans: dict[str, tuple[str, Path | None]] = {engine: (engine, None) for engine in args.engines}
     if args.baseline:
-        plans["torch@base"] = ("torch", args.baseline.resolve())
+        plans[f"{args.baseline_engine}@base"] = (args.baseline_engine, args.baseline.resolve())
     servers = {name: server_of(args, engine, tree) for name, (engine, tree) in plans.items()}
     runs: dict[tuple[str, int], list[dict]] = {(name, c): [] for name in servers for c in args.clients}
     offline_rates: dict[str, list[float]] = {name: [] for name in servers}
@@ -277,14 +320,17 @@ def main() -> None:
         for r in range(args.rounds):
             outputs = {}
             for name, (engine, tree) in plans.items():
-                offline_s, outputs[name] = offline(args.model, sentences, args.threads, engine, tree)
+                offline_s, outputs[name] = offline(args.model, sentences, args.threads, engine, tree,
+                                                   search_flags(args))
                 offline_rates[name].append(len(sentences) / offline_s)
             for c in args.clients:
                 for name in (list(servers) if r % 2 == 0 else list(servers)[::-1]):
                     url = servers[name][1]
-                    before = batch_stats(url)
+                    before, cpu_before = batch_stats(url), cpu_seconds(servers[name][0].pid)
                     row = load(url + "/v1/translate", sentences, c, args.client)
-                    after = batch_stats(url)
+                    after, cpu_after = batch_stats(url), cpu_seconds(servers[name][0].pid)
+                    row["loop_ms"], row["process_ms"] = ((b - a) * 1000 / len(sentences)
+                                                         for a, b in zip(cpu_before, cpu_after))
                     row["mean_batch"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
                     row["vs_offline"] = row["sentences_per_s"] / offline_rates[name][-1]
                     row["same"] = sum(a == b for a, b in zip(row.pop("outputs"), outputs[name]))
@@ -295,13 +341,14 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=120)
 
-    alone = {engine: model_alone(args.model, sentences[: args.alone_sentences], args.clients, args.threads, engine)
-             for engine in args.engines}
+    alone = {engine: model_alone(args.model, sentences[: args.alone_sentences], args.clients, args.threads, engine,
+                                 args.int8, args.beam or 0) for engine in args.engines}
     one = ct2_one_sentence(args.model, sentences[: args.alone_sentences], args.threads)
     rows = []
     for (name, c), found in runs.items():
         row = {k: statistics.median(x[k] for x in found)
-               for k in ("sentences_per_s", "vs_offline", "p50", "p95", "p99", "mean_batch", "seconds")}
+               for k in ("sentences_per_s", "vs_offline", "p50", "p95", "p99", "mean_batch", "seconds", "loop_ms",
+                         "process_ms")}
         row.update(server=name, clients=c, errors=sum(x["errors"] for x in found), same=min(x["same"] for x in found),
                    model_alone=alone.get(name, {}).get(c), offline=statistics.median(offline_rates[name]))
         rows.append(row)
@@ -311,13 +358,15 @@ def main() -> None:
     print(f"CTranslate2 used directly, one sentence (float32, beam 4, BPE included): median {one * 1000:.0f} ms; "
           f"threads {args.threads}, {os.cpu_count()} CPUs; clients: {args.client}")
     print("| server | clients | sentences/s | vs offline | p50 ms | p95 ms | p99 ms | p50 / CTranslate2's one sentence "
-          "| errors | same output as offline | mean batch | engine alone, batches of C lines |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+          "| errors | same output as offline | mean batch | engine alone, batches of C lines "
+          "| server CPU ms per request: event loop, process |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in rows:
         alone_rate = f"{r['model_alone']:.1f} ({r['model_alone'] / r['offline']:.0%})" if r["model_alone"] else ""
         print(f"| {r['server']} | {r['clients']} | {r['sentences_per_s']:.1f} | {r['vs_offline']:.0%} | "
               f"{r['p50'] * 1000:.0f} | {r['p95'] * 1000:.0f} | {r['p99'] * 1000:.0f} | {r['p50'] / one:.1f}x | "
-              f"{r['errors']} | {r['same']}/{len(sentences)} | {r['mean_batch']:.1f} | {alone_rate} |")
+              f"{r['errors']} | {r['same']}/{len(sentences)} | {r['mean_batch']:.1f} | {alone_rate} | "
+              f"{r['loop_ms']:.2f}, {r['process_ms']:.2f} |")
     batching = {}
     if args.batching:
         batching = {c: compare_batching(args.model, sentences, args.threads, c) for c in args.clients if c > 1}
