@@ -249,6 +249,24 @@ def test_libretranslate_takes_a_glossary_as_json_or_a_form_field(two):
     assert r.json() == {"translatedText": "A Hund .", "terms": {"found": 1, "placed": 1}}  # the direction's
 
 
+@pytest.mark.parametrize("name, glossary, status, expected", [
+    ("notes.txt", '{"dog": "Köter"}', 200, "A Köter .\nA Katze !\n"),  # the request's terms, over the direction's
+    ("notes.txt", None, 200, "A Hund .\nA Katze !\n"),  # the direction's
+    ("notes.txt", "{}", 200, "A Hund .\nA Katze !\n"),
+    ("notes.txt", '{"dog": 1}', 400, "the target of 'dog' is a JSON number"),
+    ("notes.txt", "dog", 400, "glossary: not JSON"),
+    ("page.html", '{"dog": "Köter"}', 400, "glossary with format html: not yet"),
+])
+def test_translate_file_takes_a_glossary_field(two, name, glossary, status, expected):
+    form = {"source": "en", "target": "de", **({"glossary": glossary} if glossary is not None else {})}
+    r = requests.post(two + "/translate_file", data=form, files={"file": (name, b"a dog .\na cat !\n")}, timeout=30)
+    assert r.status_code == status, r.text
+    if status != 200:
+        assert expected in r.json()["error"]
+        return
+    assert requests.get(r.json()["translatedFileUrl"], timeout=30).content.decode() == expected
+
+
 def test_merged_glossaries_leave_the_direction_s_unchanged(two):
     assert v1(two, "a dog", {"dog": "Köter"}).json()["translations"] == ["A Köter"]
     assert v1(two, "a dog").json()["translations"] == ["A Hund"]

@@ -334,7 +334,9 @@ async def source_of(service: Service, text: str, fmt: str, source: str, target: 
 def form_doc() -> dict[str, Any]:
     """The OpenAPI request body of /translate_file: LibreTranslate's multipart fields."""
     fields = {"file": {"type": "string", "format": "binary"}, "source": {"type": "string", "example": "en"},
-              "target": {"type": "string", "example": "de"}, "api_key": {"type": "string"}}
+              "target": {"type": "string", "example": "de"}, "api_key": {"type": "string"},
+              "glossary": {"type": "string", "description": "nmt's extension: terms for this file, a JSON object "
+                                                            '{"source term": "target term"} (.txt files only)'}}
     schema = {"type": "object", "properties": fields, "required": ["file", "source", "target"]}
     return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
 
@@ -343,7 +345,8 @@ def form_doc() -> dict[str, Any]:
 @translating
 async def translate_file(request: Request) -> dict[str, str]:
     """LibreTranslate-compatible: a .txt or .html `file` (multipart), `source` (or auto), `target` (and `api_key`)
-    -> `translatedFileUrl`, where the translation can be downloaded for --files-ttl seconds."""
+    -> `translatedFileUrl`, where the translation can be downloaded for --files-ttl seconds. nmt's extension: a
+    `glossary` field (a JSON object of terms, as /translate's; .txt files only)."""
     service: Service = request.app.state.service
     async with form_of(request, service) as form:
         fields = {**request.query_params, **{k: v for k, v in form.items() if isinstance(v, str)}}
@@ -355,12 +358,14 @@ async def translate_file(request: Request) -> dict[str, str]:
             if not fields.get(field):
                 raise RequestError(f"Invalid request: missing {field} parameter", 400)
         name = checked_name(upload.filename)
+        glossary = request_glossary(fields.get("glossary"), 400)
         text = file_text(await upload.read())
     fmt, media_type = FILE_FORMATS[os.path.splitext(name)[1].lower()]
     store: FileStore = request.app.state.files
     with store.slot():  # a full store refuses now, not after translating (never a link to a file dropped early)
         source = await source_of(service, text, fmt, fields["source"], fields["target"])
-        done = await service.translate_texts(request, [text], source, fields["target"], format=fmt, file=True)
+        done = await service.translate_texts(request, [text], source, fields["target"], format=fmt, file=True,
+                                             glossary=glossary)
         key = store.put(name, done[0].text.encode("utf-8"), media_type)
     return {"translatedFileUrl": f"{request.base_url}download_file/{quote(key)}"}
 
