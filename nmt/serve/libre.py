@@ -363,8 +363,9 @@ async def translate_file(request: Request) -> dict[str, str]:
     fmt, media_type = FILE_FORMATS[os.path.splitext(name)[1].lower()]
     store: FileStore = request.app.state.files
     with store.slot():  # a full store refuses now, not after translating (never a link to a file dropped early)
+        texts = service.texts(text, fmt, file=True)
         source = await source_of(service, text, fmt, fields["source"], fields["target"])
-        done = await service.translate_texts(request, [text], source, fields["target"], format=fmt, file=True,
+        done = await service.translate_texts(request, texts, source, fields["target"], format=fmt, file=True,
                                              glossary=glossary)
         key = store.put(name, done[0].text.encode("utf-8"), media_type)
     return {"translatedFileUrl": f"{request.base_url}download_file/{quote(key)}"}

@@ -277,12 +277,13 @@ class Service:
                               settings: Optional[dict[str, Any]] = None, status: int = 400,
                               names: Mapping[str, str] = MappingProxyType({}), file: bool = False,
                               glossary: Optional[Glossary] = None) -> list[TextTranslation]:
-        """One TextTranslation per text, of the direction `source` to `target` (a 400 in LibreTranslate's words
-        when this server does not translate it), in `format` ("text" or "html"; a `file`'s: bounded as a
-        document), with `search` (or the direction's default search with the request's `settings`, see
-        `search_for`; a 400 when out of range). `status`: the answer to a search the documents cannot take (html
-        with n-best), whose message names the request's fields by `names` (nbest: alternatives) or as the fields
-        themselves. `glossary`: the request's own terms, over the direction's --glossary (`terms_apply`).
+        """One TextTranslation per text (`texts` as `texts` gave them: checked), of the direction `source` to `target`
+        (a 400 in LibreTranslate's words when this server does not translate it), in `format` ("text" or "html";
+        a `file`'s: bounded as a document), with `search` (or the direction's default search with the request's
+        `settings`, see `search_for`; a 400 when out of range). `status`: the answer to a search the documents
+        cannot take (html with n-best), whose message names the request's fields by `names` (nbest: alternatives)
+        or as the fields themselves. `glossary`: the request's own terms, over the direction's --glossary
+        (`terms_apply`).
 
         The texts are cut into sentences (an HTML text read first) and bounded (`check_work`); the sentences are
         queued as the request's work, then, with a glossary, the sentences that hold its terms (`place`), then the
@@ -290,10 +291,9 @@ class Service:
         requests, and drops what is left when the client leaves."""
         if source == target and target in self.codes:  # already in the target language: back as it is
             check_format(format)
-            return [TextTranslation(t, [(t, UNCHANGED)], t) for t in self.texts(texts, format, file)]
+            return [TextTranslation(t, [(t, UNCHANGED)], t) for t in texts]
         direction = self.direction(source, target)
         check_format(format)
-        texts = self.texts(texts, format, file)
         if search is None:
             search = self.search_for(settings or {}, 400, direction)
         try:
