@@ -12,11 +12,10 @@ attribute goes to one call of `translate`; the rest is written back as it was; l
 - Objects, kept as written after the target word aligned to the source word before them: untouched inline elements,
   void ones (img, input, wbr), comments, and tags that pair with none in their block (malformed markup).
 - Translated attributes: `TRANSLATED`, the value of `BUTTONS` inputs, the content of `DESCRIPTIONS` metas.
-- Texts given: entities decoded, whitespace as written (the translator keeps what it can of it: `nmt.documents`
-  gives the model one space and puts the runs back), a block's leading and trailing whitespace kept outside as
-  written (an object's whitespace since the last word: one space); a text without a word is not given. Written
-  back: `<`, `>`, `&` escaped, and characters the source block (or attribute value) wrote as an entity (&nbsp;
-  &copy;) as that entity; nothing else.
+- Texts given: entities decoded, whitespace as written (`nmt.documents` gives the model one space and puts the runs
+  back), a block's leading and trailing whitespace kept outside (an object's whitespace: one space); a text without
+  a word is not given. Written back: `<`, `>`, `&` escaped, and characters the source block (or attribute value)
+  wrote as an entity (&nbsp; &copy;) as that entity; nothing else.
 """
 
 from __future__ import annotations
@@ -65,7 +64,6 @@ SPACE = " \t\n\r\f"  # HTML's whitespace
 RUNS = re.compile(r"[ \t\n\r\f]+|[^ \t\n\r\f]+")
 WORD = re.compile(r"\S+")  # a word of str.split()
 ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
-
 
 
 def translate_html(html: str, translate: Translate, lang: Optional[str] = None) -> str:
@@ -251,9 +249,8 @@ class _Target:
 
 class _Placed:
     """The intervals placed so far, by start and by end, so that those an interval crosses are found among the ones
-    that begin or end inside it (bisect), not by a pass over all: elements placed one by one in document order
-    (parents first) cost about log n each, where a pass over every earlier one made a block of n inline elements
-    cost n^2."""
+    that begin or end inside it (bisect), not by a pass over all: elements placed in document order (parents first)
+    cost about log n each, where a pass over every earlier one made a block of n inline elements cost n^2."""
 
     def __init__(self) -> None:
         self.by_start: list[tuple[int, int]] = []  # (start, end), sorted
@@ -290,9 +287,8 @@ class _Block:
         self.nodes, self.index, self.quote = nodes, index, quote
         self.chunks: list[str] = []
         self.size = 0
-        self.pending = False  # whitespace since the last word
-        self.run = ""  # the whitespace since the last word or object, as written (a gap in the text)
-        self.lead = ""  # the whitespace before all (inside an element), as written
+        # whitespace since the last word; as written, since the last word or object (a gap), and before all
+        self.pending, self.run, self.lead = False, "", ""
         self.entities: dict[str, str] = {}
         self.elems: list[_Elem] = []
         self.objects: list[_Atom] = []
@@ -327,12 +323,10 @@ class _Block:
                     self.lead += run
                 self.pending, self.run = True, self.run + run
                 continue
-            if self.pending:  # (whitespace before the first word: at the start of an element)
-                gap = self.run or " "  # (only an object's whitespace since the last word: a space)
-                self.chunks.append(gap)
-                self.size += len(gap)
-            self.chunks.append(run)
-            self.size += len(run)
+            # (whitespace before the first word: at the start of an element; an object's since the last word: " ")
+            gap = (self.run or " ") if self.pending else ""
+            self.chunks += [gap, run]
+            self.size += len(gap) + len(run)
             self.pending, self.run = False, ""
 
     def render(self, results: list[Aligned]) -> str:
