@@ -283,6 +283,32 @@ def test_check_outputs_refuses_stdin_read_from_an_output(tmp_path):
     assert r.stdout.startswith("stdin is read from --output x.txt")
 
 
+@pytest.mark.parametrize("stream, mode, refused", [
+    ("stdout", "a", True),  # `< x.txt >> x.txt`: its own output read back, without end
+    ("stdout", "r+", True),  # `< x.txt 1<> x.txt`
+    ("stderr", "a", True),
+    ("stdout", None, False),  # another file
+])
+def test_check_outputs_refuses_stdout_or_stderr_onto_the_file_stdin_reads(tmp_path, stream, mode, refused):
+    """A command that reads stdin, its stdout (or stderr) the same file: refused before any work, whatever the
+    command's own inputs (the shell gave the file, not an option)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "x.txt").write_text("text\n")
+    code = ("from nmt.core.outputs import check_outputs; from nmt.core.errors import OutputError\n"
+            "try: check_outputs([], [], reads_stdin=True)\n"
+            "except OutputError as e: open('message', 'w').write(str(e))\n")
+    with open(tmp_path / "x.txt", "rb") as stdin, open(tmp_path / ("x.txt" if mode else "other"), mode or "w") as out:
+        subprocess.run([sys.executable, "-c", code], cwd=tmp_path, stdin=stdin, check=True, timeout=60,
+                       **{stream: out})
+    message = tmp_path / "message"
+    assert message.exists() == refused
+    if refused:
+        assert message.read_text().startswith(f"{stream} is redirected to the file that stdin reads (")
+        assert (tmp_path / "x.txt").read_text() == "text\n"
+
+
 @given(st.lists(st.sampled_from(["a", "b", "d/a", "d/../a", "./b", "link-a", "hard-b", "d", "new"]), min_size=1,
                 max_size=4), st.sampled_from(["a", "b", "d/a", "./a", "link-a", "hard-b", "new", "d/new"]))
 @settings(max_examples=200, deadline=None)

@@ -80,6 +80,28 @@ def _check_streams(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]]
             if _fd_is(0, out.path):
                 raise OutputError(f"stdin is read from {out.option} {out.path}, an output of the command; "
                                   f"choose another {out.option}")
+        for fd, stream in ((1, "stdout"), (2, "stderr")):
+            if _same_fds(0, fd):  # `< FILE > FILE` (emptied), `< FILE >> FILE` (read back, without end)
+                raise OutputError(f"{stream} is redirected to the file that stdin reads ({_fd_name(0)}): nmt would "
+                                  f"overwrite what it reads, or read its own output back; send {stream} to another "
+                                  "file")
+
+
+def _same_fds(fd: int, other: int) -> bool:
+    """Whether file descriptors `fd` and `other` are open on the same regular file."""
+    try:
+        mine, theirs = os.fstat(fd), os.fstat(other)
+    except OSError:  # closed
+        return False
+    return stat.S_ISREG(mine.st_mode) and (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
+def _fd_name(fd: int) -> str:
+    """The path of file descriptor `fd` where the system tells it (Linux), else "fd N"."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"fd {fd}"
 
 
 def _fd_is(fd: int, path: Path) -> bool:
