@@ -137,8 +137,10 @@ def test_layout_without_split_keeps_a_line_whole():
      "<p>\n  A   MAN.\n\n\tA <b>BIG</b>  DOG.\n</p>"),
     ("<li>Two\r\nwords</li>", ["Two words"], "<li>TWO\r\nWORDS</li>"),
     ('<img alt="A  red\ncar.">', ["A red car."], '<img alt="A  RED\nCAR.">'),
-    # a no-break space is no whitespace of HTML: the engine sees it (the fake engine's split() takes it for a space)
-    ("<p>A&nbsp;B  c.</p>", ["A\xa0B c."], "<p>A B  C.</p>"),
+    # a no-break space is no whitespace of HTML, yet it parts two words: the engine sees a space there (a tokenizer
+    # that took "A\xa0B" for one word would number the words of its alignment otherwise than the markup)
+    ("<p>A&nbsp;B  c.</p>", ["A B c."], "<p>A B  C.</p>"),
+    ("<p>10\u202fkm <b>far</b>.</p>", ["10 km far."], "<p>10 KM <b>FAR</b>.</p>"),
 ])
 def test_html_whitespace_comes_back_as_written_and_the_engine_sees_one_space(html, sentences, expected):
     engine = FakeEngine()
@@ -161,7 +163,22 @@ def test_respace_puts_runs_between_target_words_at_the_same_share(translation, n
     assert respace(translation, n, runs) == expected
 
 
-@pytest.mark.parametrize("text", ["", " ", "\n \n", "a", " a\n b. \t c d.\r\n", "Hund。Katze。 x", "a\x0cb"])
+@pytest.mark.parametrize("lines, words, cut", [
+    (10, 8, True),  # 80 words over 10 lines: each line a sentence
+    (8, 8, False),  # 64: one sentence
+    (1, 100, False),  # one line: one sentence, however long (the engine's bound, as for a line of text)
+])
+def test_a_long_sentence_over_several_lines_of_a_page_is_cut_at_its_lines(lines, words, cut):
+    line = " ".join(["word"] * (words - 1)) + " x"
+    html = "<p>" + "\n  ".join([line] * lines) + "</p>"
+    engine = FakeEngine()
+    done = Documents(engine, format="html").translate_chunk([html])[0].text
+    assert engine.calls == [[line] * lines if cut else [" ".join([line] * lines)]]
+    assert done == html.replace("word", "WORD").replace(" x", " X")  # every word, every line break kept
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n \n", "a", " a\n b. \t c d.\r\n", "Hund。Katze。 x", "a\x0cb",
+                                  "\n".join(["- -"] + ["a b c d e f g h"] * 9 + ["...", "z"])])
 @pytest.mark.parametrize("split", [True, False])
 def test_a_flowed_layout_joined_with_its_own_sentences_is_the_text(text, split):
     shape = flowed(text, "en", split)

@@ -35,6 +35,8 @@ FORMATS: tuple[Format, ...] = ("text", "html")
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 HTML_SPACE = re.compile(r"[ \t\n\r\f]+")  # HTML's whitespace (a no-break space is a word's)
 HTML_WORD = re.compile(r"[^ \t\n\r\f]+")
+ALNUM = re.compile(r"[^\W_]")  # a letter or a digit: what a sentence holds
+LONG_WORDS = 64  # words of a sentence written over several lines, past which its lines are its sentences (`flowed`)
 NOTHING = Hypothesis([], 0.0, 0.0)
 
 
@@ -83,8 +85,11 @@ def respace(translation: str, n: int, runs: list[tuple[int, str]]) -> str:
 
 def flowed(text: str, lang: str, split: bool) -> Layout:
     """An HTML text, whose whitespace is spacing, not lines: the model is given each sentence with every run of
-    HTML whitespace as one space (a newline in a paragraph does not cut its sentence); the runs between sentences
-    come back as written, and those inside one between the target words at the same share (`respace`)."""
+    HTML whitespace (and any other space between its words) as one space (a newline in a paragraph does not cut its
+    sentence); the runs between sentences
+    come back as written, and those inside one between the target words at the same share (`respace`). A sentence
+    of more than LONG_WORDS words written over several lines (verse, a list without punctuation) is cut at its line
+    breaks: as one sentence, a model would translate its first few hundred tokens only."""
     # the text with each run one space, and where each of its characters was in `text`
     flat: list[str] = []
     to_raw: list[int] = []
@@ -101,17 +106,42 @@ def flowed(text: str, lang: str, split: bool) -> Layout:
     cut = split_sentences(one, lang) if split else (
         Split([one.strip(" ")], [one[: len(one) - len(one.lstrip(" "))], one[len(one.rstrip(" ")):]])
         if one.strip() else Split([], [one]))
-    gaps, spacing, at = [], [], 0
-    for i, gap in enumerate(cut.gaps):
-        end = at + len(gap)
-        gaps.append(text[to_raw[at] : to_raw[end]])  # (a run's one space stands for it whole)
-        if i < len(cut.sentences):
-            at, end = end, end + len(cut.sentences[i])
-            raw = text[to_raw[at] : to_raw[end]]
-            runs = [(k + 1, m.group()) for k, m in enumerate(HTML_SPACE.finditer(raw)) if m.group() != " "]
-            spacing.append((len(HTML_SPACE.findall(raw)) + 1, runs))
-        at = end
-    return Layout([Split(cut.sentences, gaps)], [], spacing)
+    spans, at = [], 0  # each sentence's place in `one`
+    for gap, sentence in zip(cut.gaps, cut.sentences):
+        at += len(gap)
+        spans += lines_of_long(one, text, to_raw, at, at + len(sentence))
+        at += len(sentence)
+    if not spans:
+        return Layout([Split([], [text])], [], [])
+    gaps = [text[: to_raw[spans[0][0]]]]
+    gaps += [text[to_raw[b] : to_raw[a]] for (_, b), (a, _) in zip(spans, spans[1:])]  # (a run's space: it whole)
+    gaps.append(text[to_raw[spans[-1][1]] :])
+    spacing = []
+    for a, b in spans:
+        raw = text[to_raw[a] : to_raw[b]]
+        runs = [(k + 1, m.group()) for k, m in enumerate(HTML_SPACE.finditer(raw)) if m.group() != " "]
+        spacing.append((len(HTML_SPACE.findall(raw)) + 1, runs))
+    # the model reads each sentence's words as str.split() has them: a no-break space (or another one of Unicode's)
+    # between two words is a space to it too, so that the words of its alignment are those the markup counts
+    return Layout([Split([" ".join(one[a:b].split()) for a, b in spans], gaps)], [], spacing)
+
+
+def lines_of_long(one: str, text: str, to_raw: list[int], a: int, b: int) -> list[tuple[int, int]]:
+    """The sentence one[a:b] (`flowed`), or where it has more than LONG_WORDS words and `text` wrote it over several
+    lines, its lines (those without a letter or digit joined to the line before)."""
+    if one.count(" ", a, b) < LONG_WORDS or not LINE_BREAK.search(text, to_raw[a], to_raw[b]):
+        return [(a, b)]
+    spans: list[tuple[int, int]] = []
+    start = a
+    for at in [p for p in range(a, b) if one[p] == " " and LINE_BREAK.search(text[to_raw[p] : to_raw[p + 1]])] + [b]:
+        if spans and not ALNUM.search(one, start, at):
+            spans[-1] = (spans[-1][0], at)
+        else:
+            spans.append((start, at))
+        start = at + 1
+    if len(spans) > 1 and not ALNUM.search(one, *spans[0]):
+        spans[:2] = [(spans[0][0], spans[1][1])]
+    return spans
 
 
 def layout(text: str, lang: str, split: bool) -> Layout:
