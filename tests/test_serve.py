@@ -723,6 +723,21 @@ def test_sigterm_drains_in_bounded_time_despite_stalled_clients(tiny_checkpoint,
         requests.get(srv.url + "/health", timeout=2)
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux), a device every write fills")
+def test_an_access_log_on_a_full_disk_loses_lines_not_the_server():
+    """Every write to /dev/full fails as on a full disk: said once, naming the option and the file; serving goes on;
+    the log closes without an error."""
+    from nmt.serve.server import access_log
+
+    said: list[str] = []
+    with access_log(Path("/dev/full"), said.append) as write:
+        for _ in range(3):
+            write("POST /v1/translate 200")
+    assert said[0].startswith("warning: `access_log` /dev/full: cannot write (No space left on device)")  # (--access-log)
+    assert said[0].endswith("(its lines are lost until it can be written; serving goes on)")
+    assert len(said) == 1  # once: neither each line nor the close says it again
+
+
 def test_libretranslate_client_keys_and_access_log(tiny_checkpoint, tmp_path, sources, offline):
     """The third-party client libretranslatepy against a real server started with --api-keys; every request
     is a line of --access-log."""

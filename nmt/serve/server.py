@@ -65,8 +65,11 @@ def address(sock: socket.socket) -> str:
 
 
 @contextlib.contextmanager
-def access_log(path: Optional[Path]) -> Iterator[Optional[Callable[[str], None]]]:
-    """A function that appends one line to --access-log (stderr for "-"); None without a log."""
+def access_log(path: Optional[Path], log: Callable[[str], None] = lambda s: None
+               ) -> Iterator[Optional[Callable[[str], None]]]:
+    """A function that appends one line to --access-log (stderr for "-"); None without a log. A line that cannot be
+    written (a full disk) is lost, not the server: said once on `log` when it starts and when lines are written
+    again, with the number lost."""
     if path is None:
         yield None
         return
@@ -78,12 +81,31 @@ def access_log(path: Optional[Path]) -> Iterator[Optional[Callable[[str], None]]
         f: TextIO = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
     except OSError as e:
         raise OutputError(f"{ref('access_log')} {os_error_message(e, path, 'cannot open')}") from None
-    with f:
-        def write(line: str) -> None:
-            with contextlib.suppress(OSError):  # a full disk must not take the server down; the metrics still count
-                f.write(line + "\n")
+    lost = 0
 
+    def write(line: str) -> None:
+        nonlocal lost
+        try:
+            f.write(line + "\n")
+        except OSError as e:  # a full disk must not take the server down; the metrics still count
+            if not lost:
+                log(f"warning: {ref('access_log')} {os_error_message(e, path, 'cannot write')} (its lines are lost "
+                    "until it can be written; serving goes on)")
+            lost += 1
+            return
+        if lost:
+            log(f"{ref('access_log')} {path}: written again; {lost:,} line(s) lost")
+            lost = 0
+
+    try:
         yield write
+    finally:
+        try:
+            f.close()
+        except OSError as e:  # (its last line, buffered; said already where lines were being lost)
+            if not lost:
+                log(f"warning: {ref('access_log')} {os_error_message(e, path, 'cannot write')} (its last line is "
+                    "lost)")
 
 
 SWITCH_INTERVAL = 0.0001  # seconds: how often Python's threads may take the GIL from each other while serving
@@ -111,7 +133,7 @@ def serve(engines: Sequence[Engine], infos: Sequence[ModelInfo], cfg: ServeConfi
     def ready() -> None:
         log(f"ready: {described(infos)} on {address(sock)} (API docs: /docs)")
 
-    with access_log(cfg.access_log) as write:
+    with access_log(cfg.access_log, log) as write:
         gate = create_app(engines, infos, cfg, on_ready=ready, split=split, on_error=lambda line: log(f"error: {line}"),
                           on_note=log,
                           on_done=(lambda record: write(access_line(record))) if write else (lambda record: None),
