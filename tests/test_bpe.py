@@ -254,3 +254,29 @@ def test_data_form(tokenizer):
     data = tokenizer.to_data()
     assert data == {"kind": "youtokentome", "version": 1, "source": tokenizer.model_bytes}
     assert tokenizer.vocab() == tokenizer.pieces(range(tokenizer.vocab_size))
+
+
+@pytest.mark.parametrize("free, error, words", [
+    (1000, "OutputError", ": cannot write the model youtokentome learnt (No space left on device); free disk space"),
+    (10 << 30, "InputError", "BPE model is truncated or corrupt"),  # room left: not a full disk, as it was
+])
+def test_a_model_cut_short_by_a_full_disk_says_so(tmp_path, monkeypatch, free, error, words):
+    """youtokentome writes its model without a word when the disk fills: a truncated model beside a full disk is
+    a write that failed, named so (not a corrupt model to train again)."""
+    import collections
+    import shutil
+
+    import youtokentome
+
+    from nmt.core.errors import InputError, OutputError
+
+    def cut_short(data, model, **kwargs):
+        Path(model).write_text("54 2098\n1 2\n")
+
+    (tmp_path / "text.en").write_text("a b c\n")
+    monkeypatch.setattr(youtokentome.BPE, "train", staticmethod(cut_short))
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: collections.namedtuple("Usage", "total used free")(0, 0, free))
+    with pytest.raises((InputError, OutputError)) as e:
+        train_bpe([tmp_path / "text.en"], tmp_path / "bpe.model", vocab_size=30)
+    assert type(e.value).__name__ == error and words in str(e.value)
+    assert not (tmp_path / "bpe.model").exists()

@@ -627,3 +627,25 @@ def test_prepare_killed_mid_way_reruns_to_the_clean_result(bpe, tmp_path, watch)
     assert store_bytes(out) == store_bytes(clean)
     assert json.loads(rerun.stdout) == {name: asdict(r) for name, r in reports.items()}
     assert len(ParallelDataset(out, "train")) == reports["train"].kept
+
+
+def test_a_full_disk_names_the_store_and_leaves_an_earlier_one(bpe, data, tmp_path, monkeypatch):
+    """A write that names no file (numpy's, a full disk) is said naming `out`; the store written before is kept."""
+    import errno
+
+    import nmt.data.dataset as dataset
+    from nmt.core.errors import OutputError
+
+    out = tmp_path / "out"
+    prepare(bpe, out, "en", "de", data / "train", filters=FilterConfig(min_len=1, max_ratio=100, dedup=False))
+    before = load_meta(out)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(dataset, "_write_store", full)
+    with pytest.raises(OutputError) as e:
+        prepare(bpe, out, "en", "de", data / "train")
+    assert str(e.value) == (f"`out` {out}: cannot write (No space left on device); free disk space or choose "
+                            "another location")
+    assert load_meta(out) == before and not (out / dataset._STAGING).exists()

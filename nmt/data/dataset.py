@@ -30,7 +30,7 @@ from typing import Any, Optional
 import numpy as np
 
 from nmt.config import INT_MAX, FilterConfig, check_range
-from nmt.core.errors import ConfigError, DataError, InputError
+from nmt.core.errors import ConfigError, DataError, InputError, OutputError, os_error_message
 from nmt.core.files import atomic_write, check_output_dir, folder_lock, resolve_prefixed
 from nmt.core.identity import LANGUAGE, DataIdentity, legacy_identity
 from nmt.core.outputs import claim_folder
@@ -279,6 +279,11 @@ def prepare(
         try:
             reports = _write_store(staging, tokenizer, langs, parts, filters, threads, chunk_size, progress)
             _swap_in(staging, out)
+        except OSError as e:
+            if e.filename is not None:  # (a file named: its own message)
+                raise
+            # a write into the store that names no file (a full disk, mostly): the folder is what to name
+            raise OutputError(f"`out` {os_error_message(e, out, 'cannot write')}") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # after an error; after success it is gone already
     return reports

@@ -299,6 +299,9 @@ def _write_lines(path: Path, lines: Iterable[str]) -> int:
     return n
 
 
+FULL_DISK_BYTES = 1 << 20  # free bytes below which a disk counts as full (a model cut short: `train_bpe`)
+
+
 def train_bpe(
     inputs: list[Path],
     out: Path,
@@ -354,7 +357,13 @@ def train_bpe(
                 "or `sample`"
             ) from None
         data = model_path.read_bytes()
-
-    tokenizer = BpeTokenizer(data, str(out))
+        try:
+            tokenizer = BpeTokenizer(data, str(out))
+        except InputError:
+            # youtokentome says nothing when it cannot write its model: a model cut short beside a full disk is that
+            if shutil.disk_usage(scratch).free < FULL_DISK_BYTES:
+                raise OutputError(os_error_message(OSError(28, os.strerror(28)), out.parent,
+                                                   "cannot write the model youtokentome learnt")) from None
+            raise
     save_trained(out, data, tokenizer.vocab_size, vocab_size, "BPE", progress)  # yttm stops when no pair is left
     return tokenizer
