@@ -360,3 +360,17 @@ def fuzz_translator(checkpoint, nbest: int) -> TorchEngine:
         _FUZZ_TRANSLATORS[nbest] = TorchEngine(checkpoint, SearchConfig(beam=2, nbest=nbest, max_len_a=0.3, max_len_b=4),
                                               max_tokens=64)
     return _FUZZ_TRANSLATORS[nbest]
+
+
+@pytest.mark.parametrize("page, untouched", [
+    (b"<pre>a\r\nb</pre>\r\n<p>x</p>\r\n", b"<pre>a\r\nb</pre>\r\n<p>"),  # CRLF kept, in <pre> and between blocks
+    (b"\xef\xbb\xbf<pre>a\rb</pre>\n", b"<pre>a\rb</pre>\n"),  # a byte-order mark dropped, a lone CR kept
+    (b"<pre>a\nb</pre>", b"<pre>a\nb</pre>\n"),  # a document without a line end at its end gets one
+])
+def test_an_html_document_comes_back_with_its_own_line_ends(tiny_checkpoint, tmp_path, page, untouched):
+    engine = TorchEngine(tiny_checkpoint, SearchConfig(beam=1))
+    (tmp_path / "page.html").write_bytes(page)
+    with open(tmp_path / "page.html", "rb") as stream:
+        out = "".join(translated_text(engine, stream, lambda event: None, format="html")).encode()
+    assert out.startswith(untouched) and out.endswith(b"\r\n" if page.endswith(b"\r\n") else b"\n")
+    assert out.count(b"\r\n") == page.count(b"\r\n")

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Optional, Protocol
 
+from nmt.core.errors import InputError, ref
 from nmt.core.files import BOM, byte_blocks, read_lines
 from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.engines.base import Translation
@@ -48,6 +49,30 @@ def read_chunks(stream: IO[bytes], max_lines: int = 512, progress: ProgressFn = 
             yield decode(complete[start : start + max_lines])
     if pending:
         yield decode([pending])
+
+
+MAX_DOCUMENT = 64 << 20  # bytes of one document (`read_document`): it is held whole, with its translation
+
+
+def read_document(stream: IO[bytes], progress: ProgressFn = ignore) -> str:
+    """The whole of a byte stream (plain or compressed) as one document, its line ends as written (CRLF too) and
+    without a byte-order mark; invalid UTF-8 replaced (with a warning); InputError past MAX_DOCUMENT bytes."""
+    name = getattr(stream, "name", "the input")
+    name = "stdin" if name in (0, "<stdin>") else str(name)
+    blocks, size = [], 0
+    for block in byte_blocks(stream.fileno(), name):
+        size += len(block)
+        if size > MAX_DOCUMENT:
+            raise InputError(f"{ref('input')}: more than {MAX_DOCUMENT >> 20} MiB; {ref('format')} html translates "
+                             "one document held in memory: split it into pages")
+        blocks.append(block)
+    data = b"".join(blocks)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        progress(Progress("translate", message=f"warning: {name} is not valid UTF-8; undecodable bytes replaced"))
+        text = data.decode("utf-8", errors="replace")
+    return text[len(BOM):] if text.startswith(BOM) else text
 
 
 class Translates(Protocol):

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import IO, Optional
 
 from nmt.config import InferenceConfig, Overrides, TextConfig
-from nmt.core.errors import ConfigError, InputError, ref
+from nmt.core.errors import ConfigError, ref
 from nmt.core.files import check_input_file, check_output_file
 from nmt.core.outputs import check_distinct
 from nmt.core.progress import Progress, ProgressFn
-from nmt.documents.streams import read_chunks
+from nmt.documents.streams import read_chunks, read_document
 from nmt.documents.texts import NOTHING, Documents, Format, TextTranslation
 from nmt.engines.base import Engine, Translation
 from nmt.engines.heatmaps import pharaoh, require_matplotlib, write_heatmaps
@@ -83,7 +83,10 @@ def outputs(documents: Documents, stream: IO[bytes], log: ProgressFn, alignments
     if format == "html":  # check_translate refused --alignments and --attention
         page = read_document(stream, log)
         t = documents.translate_chunk([page])[0]
-        yield as_json(t, 1) if json_lines else t.text + (f"\t{t.score:.4f}" if scores else "") + "\n"
+        # the document's bytes as written, line ends included (it ends with a line end: its own, else "\n")
+        end = "\r\n" if t.text.endswith("\r\n") else "\n"
+        body = t.text[: -len(end)] if t.text.endswith(end) else t.text
+        yield as_json(t, 1) if json_lines else body + (f"\t{t.score:.4f}" if scores else "") + end
         return
     nbest = translator.search_cfg.nbest
     for i, t in enumerate(documents.translate(read_chunks(stream, progress=log))):
@@ -104,21 +107,6 @@ def outputs(documents: Documents, stream: IO[bytes], log: ProgressFn, alignments
                                        i, j if len(t.sentences) > 1 else None)
                 log(Progress("translate", message=f"wrote {len(paths)} attention heatmap(s) of line {i + 1} "
                                                   f"to {attention}"))
-
-
-MAX_DOCUMENT = 64 << 20  # characters of one --format html document: it is held whole, with its translation
-
-
-def read_document(stream: IO[bytes], log: ProgressFn) -> str:
-    """The whole input as one document (--format html), bounded: InputError past MAX_DOCUMENT characters."""
-    lines, size = [], 0
-    for chunk in read_chunks(stream, progress=log):
-        lines += chunk
-        size += sum(len(line) + 1 for line in chunk)
-        if size > MAX_DOCUMENT:
-            raise InputError(f"{ref('input')}: more than {MAX_DOCUMENT >> 20} Mi characters; {ref('format')} html "
-                             "translates one document held in memory: split it into pages")
-    return "\n".join(lines)
 
 
 def as_json(t: TextTranslation, nbest: int, alignments: Optional[list[str]] = None) -> str:
