@@ -152,6 +152,32 @@ def test_direct_answers_v1_translate_as_fastapi_does(both_paths, body, headers):
     assert direct.headers.get("content-type") == fastapi.headers.get("content-type")
 
 
+@pytest.mark.parametrize("headers, hint", [
+    ({}, "(the body was sent as no Content-Type: send JSON with Content-Type: application/json)"),
+    ({"Content-Type": "text/plain"}, "(the body was sent as text/plain: send JSON with Content-Type: application/json)"),
+    ({"Content-Type": "application/json"}, None),
+])
+def test_a_body_not_sent_as_json_is_told_how_to_send_it(both_paths, headers, hint):
+    r = requests.post(both_paths[0] + "/v1/translate", data=json.dumps({"text": "A dog."}).encode(), headers=headers,
+                      timeout=30)
+    if hint is None:
+        assert r.status_code == 403  # (past the body: no key)
+    else:
+        assert r.status_code == 422 and r.json()["error"].endswith(hint), r.text
+
+
+def test_a_text_in_the_target_language_says_why_it_has_one_translation(both_paths):
+    body = {"text": ["A man runs.", "Hi."], "source": "en", "target": "en", "nbest": 3, "beam": 3, "api_key": "secret"}
+    r = requests.post(both_paths[0] + "/v1/translate", json=body, timeout=30).json()
+    assert [[h["text"] for h in t] for t in r["translations"]] == [["A man runs."], ["Hi."]] and r["untranslated"]
+    assert r["note"] == "2 of 2 text(s) came back as they were (already in the target language): one translation " \
+                        "each, not 3"
+    libre = {"q": "A man runs.", "source": "en", "target": "en", "alternatives": 2, "api_key": "secret"}
+    r = requests.post(both_paths[0] + "/translate", json=libre, timeout=30).json()
+    assert r["alternatives"] == [] and r["note"].startswith("1 of 1 text(s) came back as they were") and \
+        r["untranslated"] is True
+
+
 @pytest.fixture(scope="module")
 def served():
     """A server with the default CORS (every origin)."""

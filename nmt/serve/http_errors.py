@@ -90,6 +90,10 @@ async def on_invalid(request: Any, e: Exception) -> Any:
         return error_response(400, NOT_JSON)
     where = "; ".join(f"{shown('.'.join(str(p) for p in err.get('loc', ())[1:])) or 'body'}: {err.get('msg')}"
                       for err in errors[:5])  # a location may be a field name the client made up
+    kind = request.headers.get("content-type") if hasattr(request, "headers") else None
+    if kind is None or "json" not in kind.lower():  # FastAPI did not read the body as JSON: say what it needs
+        where += f" (the body was sent as {shown(kind) if kind else 'no Content-Type'}: send JSON with " \
+                 "Content-Type: application/json)"
     return error_response(422, f"invalid request: {where}")
 
 

@@ -36,8 +36,9 @@ async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     glossary = request_glossary(body.glossary, 422)
     if body.source is not None and body.source == body.target and body.target in service.codes:
         done = await service.translate_texts(request, texts, body.source, body.target, format=body.format)
-        return {"translations": rows(done, body.scores, settings_of(body).get("nbest") or 1), "model": None,
-                "untranslated": True}  # already in the target language: back as they were, no model asked
+        nbest = settings_of(body).get("nbest") or 1
+        return {"translations": rows(done, body.scores, nbest), "model": None, "untranslated": True,
+                "note": fewer_note(done, nbest)}  # already in the target language: back as they were, no model asked
     src, tgt = direction_of(service, body.source, body.target)
     search = service.search_for(settings_of(body), direction=(src, tgt))
     done = await service.translate_texts(request, texts, src, tgt, format=body.format, search=search, status=422,

@@ -110,7 +110,8 @@ class TranslateResponse(BaseModel):
                                                "language: the texts come back as they were)")
     untranslated: bool = Field(False, description="true where source and target are one language")
     note: Optional[str] = Field(None, description="with nbest > 1, where a text has fewer distinct translations than "
-                                                  "nbest: the search (twice as wide) found no more")
+                                                  "nbest: the search (twice as wide) found no more, or the text came "
+                                                  "back as it was (already in the target language)")
     terms: Optional[Terms] = Field(None, description="where a glossary applied (the request's or the direction's): "
                                                      "its terms found and placed")
 

@@ -434,13 +434,15 @@ def distinct(t: TextTranslation, n: int) -> TextTranslation:
 
 def fewer_note(done: Sequence[TextTranslation], n: int) -> Optional[str]:
     """What an answer says where some texts have fewer than `n` distinct translations (None where none has)."""
-    short = [i for i, t in enumerate(done) if len(t.hypotheses) < n and t.source.strip()
-             and (not t.hypotheses or t.hypotheses[0][1] is not UNCHANGED)]  # (given back as it was: no search)
-    if not short:
-        return None
-    return (f"{len(short)} of {len(done)} text(s) have fewer than {n} distinct translations (text(s) "
-            f"{', '.join(map(str, short[:SHOWN_SOURCES]))}{', ...' if len(short) > SHOWN_SOURCES else ''}): a search "
-            f"{distinct_width(n)} wide found no more")
+    kept = [bool(t.hypotheses) and t.hypotheses[0][1] is UNCHANGED for t in done]  # given back as it was: no search
+    short = [i for i, t in enumerate(done) if len(t.hypotheses) < n and t.source.strip() and not kept[i]]
+    notes = [f"{sum(kept)} of {len(done)} text(s) came back as they were (already in the target language): one "
+             f"translation each, not {n}"] if n > 1 and any(kept) else []
+    if short:
+        notes.append(f"{len(short)} of {len(done)} text(s) have fewer than {n} distinct translations (text(s) "
+                     f"{', '.join(map(str, short[:SHOWN_SOURCES]))}{', ...' if len(short) > SHOWN_SOURCES else ''}): "
+                     f"a search {distinct_width(n)} wide found no more")
+    return "; ".join(notes) or None
 
 
 def check_unicode(text: str, what: str) -> None:
