@@ -166,6 +166,15 @@ def test_a_body_not_sent_as_json_is_told_how_to_send_it(both_paths, headers, hin
         assert r.status_code == 422 and r.json()["error"].endswith(hint), r.text
 
 
+def test_an_integer_python_cannot_read_is_said_so(both_paths):
+    body = '{"text": "A dog.", "beam": ' + "9" * 5000 + ', "api_key": "secret"}'
+    for url in both_paths:
+        r = requests.post(url + "/v1/translate", data=body.encode(), headers={"Content-Type": "application/json"},
+                          timeout=30)
+        assert (r.status_code, r.json()["error"]) == (400, "the body holds an integer of more than 4,300 digits, "
+                                                           "more than Python reads; send a smaller one")
+
+
 def test_a_text_in_the_target_language_says_why_it_has_one_translation(both_paths):
     body = {"text": ["A man runs.", "Hi."], "source": "en", "target": "en", "nbest": 3, "beam": 3, "api_key": "secret"}
     r = requests.post(both_paths[0] + "/v1/translate", json=body, timeout=30).json()

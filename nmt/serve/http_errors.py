@@ -80,7 +80,12 @@ async def on_http_exception(request: Any, e: Exception) -> Any:
     """Starlette's own errors (404, 405, a body that cannot be parsed) in our format."""
     status = getattr(e, "status_code", 500)
     detail = str(getattr(e, "detail", "") or e)
-    return error_response(status, NOT_JSON if detail == UNPARSED_BODY else detail, getattr(e, "headers", None))
+    if detail == UNPARSED_BODY:
+        cause = e.__cause__  # (FastAPI raises it from the parser's error)
+        detail = NOT_JSON
+        if isinstance(cause, ValueError) and "digits" in str(cause):  # JSON, but Python reads no integer that long
+            detail = "the body holds an integer of more than 4,300 digits, more than Python reads; send a smaller one"
+    return error_response(status, detail, getattr(e, "headers", None))
 
 
 async def on_invalid(request: Any, e: Exception) -> Any:
