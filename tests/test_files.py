@@ -309,6 +309,29 @@ def test_check_outputs_refuses_stdout_or_stderr_onto_the_file_stdin_reads(tmp_pa
         assert (tmp_path / "x.txt").read_text() == "text\n"
 
 
+@pytest.mark.parametrize("stderr_onto, stdout_onto", [("glossary", "out"), ("input", "out"), ("glossary", None)])
+def test_stderr_onto_an_input_leaves_it_as_it_was(tiny_checkpoint, tmp_path, stderr_onto, stdout_onto):
+    """`nmt translate --glossary g.tsv < x 2>> g.tsv`: the refusal, said on stderr, would break the glossary; it is
+    said on stdout (where that is another file), else only by the exit code."""
+    import subprocess
+    import sys
+
+    from test_cli import ENV
+
+    files = {"glossary": tmp_path / "g.tsv", "input": tmp_path / "in.en", "out": tmp_path / "out.txt"}
+    files["glossary"].write_text("man\tMann\n")
+    files["input"].write_text("a man .\n")
+    with open(files["input"], "rb") as stdin, open(files[stderr_onto], "ab") as err, \
+            open(files[stdout_onto] if stdout_onto else files[stderr_onto], "ab") as out:
+        r = subprocess.run([sys.executable, "-m", "nmt", "translate", "-m", str(tiny_checkpoint),
+                            "--glossary", str(files["glossary"])], stdin=stdin, stdout=out, stderr=err, env=ENV,
+                           timeout=120)
+    assert r.returncode == 1
+    assert files["glossary"].read_text() == "man\tMann\n" and files["input"].read_text() == "a man .\n"
+    if stdout_onto:
+        assert files["out"].read_text().startswith("error: stderr is redirected to ")
+
+
 @given(st.lists(st.sampled_from(["a", "b", "d/a", "d/../a", "./b", "link-a", "hard-b", "d", "new"]), min_size=1,
                 max_size=4), st.sampled_from(["a", "b", "d/a", "./a", "link-a", "hard-b", "new", "d/new"]))
 @settings(max_examples=200, deadline=None)

@@ -37,7 +37,7 @@ from nmt.cli.stdio import write_stdout
 from nmt.config import Overrides
 from nmt.config.command_options import ProgramOptions
 from nmt.config.flags import as_flags
-from nmt.core.errors import NmtError
+from nmt.core.errors import NmtError, StderrIsInput
 from nmt.core.failures import error_line, is_out_of_memory, is_torch_io_error
 
 DEBUG = {"on": bool(os.environ.get("NMT_DEBUG"))}
@@ -61,6 +61,11 @@ def report_error(e: BaseException) -> int:
         traceback.print_exc()
     message, code = error_line(e)
     message = as_flags(message)  # the library names config fields; the user typed their options
+    if isinstance(e, StderrIsInput):  # said on stderr, the line would go into the file it protects
+        with contextlib.suppress(OSError):
+            if not os.path.sameopenfile(1, 2):
+                write_stdout(f"error: {message}\n")
+        return code
     with contextlib.suppress(OSError):  # stderr itself may be gone
         from rich.text import Text  # rich (and the console) only once there is something to render
 

@@ -88,6 +88,11 @@ class OutputError(NmtError):
     a read-only or full disk, a closed stdout."""
 
 
+class StderrIsInput(OutputError):
+    """stderr is redirected onto a file the command reads: the error cannot be said there without changing that
+    file (the CLI says it on stdout where that is another file, else only by its exit code)."""
+
+
 # What to do about the OSErrors a user can cause (or fix), by errno.
 _OS_ERROR_FIXES = {
     errno.ENOENT: "check the path",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from nmt.core.errors import ConfigError, OutputError
+from nmt.core.errors import ConfigError, OutputError, StderrIsInput
 from nmt.core.files import LOCK_NAME, real_path, same_file
 
 # -- outputs are never inputs ----------------------------------------------------------------------
@@ -70,21 +70,21 @@ def _owned_by(out: Output, path: Path, option: str) -> bool:
 def _check_streams(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]], reads_stdin: bool) -> None:
     """stdout or stderr redirected to an input (`> INPUT` has emptied it before nmt started; `>> INPUT`
     would grow what is being read), or stdin read from an output."""
-    for fd, stream in ((1, "stdout"), (2, "stderr")):
+    # (stderr onto an input, checked first: the CLI says the error elsewhere, or the line would go into that file)
+    for fd, stream, error in ((2, "stderr", StderrIsInput), (1, "stdout", OutputError)):
         for option, path in inputs:
             if _fd_is(fd, path):
-                raise OutputError(f"{stream} is redirected to the input {option} {path} (`> FILE` empties it before "
-                                  f"nmt starts); send {stream} to another file")
+                raise error(f"{stream} is redirected to the input {option} {path} (`> FILE` empties it before "
+                            f"nmt starts); send {stream} to another file")
     if reads_stdin:
         for out in outputs:
             if _fd_is(0, out.path):
                 raise OutputError(f"stdin is read from {out.option} {out.path}, an output of the command; "
                                   f"choose another {out.option}")
-        for fd, stream in ((1, "stdout"), (2, "stderr")):
+        for fd, stream, error in ((2, "stderr", StderrIsInput), (1, "stdout", OutputError)):
             if _same_fds(0, fd):  # `< FILE > FILE` (emptied), `< FILE >> FILE` (read back, without end)
-                raise OutputError(f"{stream} is redirected to the file that stdin reads ({_fd_name(0)}): nmt would "
-                                  f"overwrite what it reads, or read its own output back; send {stream} to another "
-                                  "file")
+                raise error(f"{stream} is redirected to the file that stdin reads ({_fd_name(0)}): nmt would "
+                            f"overwrite what it reads, or read its own output back; send {stream} to another file")
 
 
 def _same_fds(fd: int, other: int) -> bool:
