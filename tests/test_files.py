@@ -373,3 +373,18 @@ def test_byte_blocks_never_wait_for_more_than_text_needs(first):
     os.close(write_fd)
     os.close(read_fd)
     assert got == [first]
+
+
+def test_a_lock_file_that_cannot_be_written_names_the_option_and_the_file(tmp_path, monkeypatch):
+    import errno
+
+    from nmt.core.files import LOCK_NAME, folder_lock
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(OutputError) as e, folder_lock(tmp_path / "data", "--out"):
+        pass
+    assert str(e.value) == (f"--out {tmp_path / 'data' / LOCK_NAME}: cannot write (No space left on device); free "
+                            "disk space or choose another location")

@@ -313,8 +313,11 @@ def folder_lock(folder: str | Path, option: str = ref("out")) -> Iterator[Path]:
                 owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
                 raise BusyError(f"another nmt process (pid {owner}) is using {folder}; wait for it to finish, "
                                 f"stop it, or choose another {option}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as e:  # a full disk (its pid is what a second process's message names)
+            raise OutputError(f"{option} {os_error_message(e, folder / LOCK_NAME, 'cannot write')}") from e
         yield folder
     finally:
         os.close(fd)  # releases the lock; the file stays, harmless, for the next run to reuse
