@@ -163,18 +163,22 @@ def test_respace_puts_runs_between_target_words_at_the_same_share(translation, n
     assert respace(translation, n, runs) == expected
 
 
-@pytest.mark.parametrize("lines, words, cut", [
-    (10, 8, True),  # 80 words over 10 lines: each line a sentence
-    (8, 8, False),  # 64: one sentence
-    (1, 100, False),  # one line: one sentence, however long (the engine's bound, as for a line of text)
+@pytest.mark.parametrize("lines, words, pieces", [
+    (10, 8, [64, 16]),  # 80 words over 10 lines: lines together, at most 64 words a piece
+    (8, 8, [64]),  # 64: one sentence
+    (1, 100, [64, 36]),  # one line of 100 words without a stop: cut every 64 words
+    (100, 1, [64, 36]),  # a word a line: not a sentence a word
+    (3, 40, [40, 40, 40]),  # 120 words: no two lines fit together
+    (3, 30, [60, 30]),  # two do
 ])
-def test_a_long_sentence_over_several_lines_of_a_page_is_cut_at_its_lines(lines, words, cut):
-    line = " ".join(["word"] * (words - 1)) + " x"
+def test_a_long_sentence_of_a_page_is_cut_at_its_lines_or_every_64_words(lines, words, pieces):
+    """As one sentence, the model would read its first few hundred tokens only (a 34,000-word line kept 17)."""
+    line = " ".join(["word"] * (words - 1) + ["x"])
     html = "<p>" + "\n  ".join([line] * lines) + "</p>"
     engine = FakeEngine()
     done = Documents(engine, format="html").translate_chunk([html])[0].text
-    assert engine.calls == [[line] * lines if cut else [" ".join([line] * lines)]]
-    assert done == html.replace("word", "WORD").replace(" x", " X")  # every word, every line break kept
+    assert [len(s.split()) for s in engine.calls[0]] == pieces
+    assert done == html.replace("word", "WORD").replace("x", "X")  # every word, every line break kept
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n \n", "a", " a\n b. \t c d.\r\n", "Hund。Katze。 x", "a\x0cb",

@@ -36,7 +36,7 @@ LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
 HTML_SPACE = re.compile(r"[ \t\n\r\f]+")  # HTML's whitespace (a no-break space is a word's)
 HTML_WORD = re.compile(r"[^ \t\n\r\f]+")
 ALNUM = re.compile(r"[^\W_]")  # a letter or a digit: what a sentence holds
-LONG_WORDS = 64  # words of a sentence written over several lines, past which its lines are its sentences (`flowed`)
+LONG_WORDS = 64  # words of an HTML sentence past which it is cut into pieces (`flowed`)
 NOTHING = Hypothesis([], 0.0, 0.0)
 
 
@@ -88,8 +88,8 @@ def flowed(text: str, lang: str, split: bool) -> Layout:
     HTML whitespace (and any other space between its words) as one space (a newline in a paragraph does not cut its
     sentence); the runs between sentences
     come back as written, and those inside one between the target words at the same share (`respace`). A sentence
-    of more than LONG_WORDS words written over several lines (verse, a list without punctuation) is cut at its line
-    breaks: as one sentence, a model would translate its first few hundred tokens only."""
+    of more than LONG_WORDS words (verse, a list or a page without a full stop) is cut into pieces (`lines_of_long`):
+    as one sentence, a model would translate its first few hundred tokens only."""
     # the text with each run one space, and where each of its characters was in `text`
     flat: list[str] = []
     to_raw: list[int] = []
@@ -127,21 +127,27 @@ def flowed(text: str, lang: str, split: bool) -> Layout:
 
 
 def lines_of_long(one: str, text: str, to_raw: list[int], a: int, b: int) -> list[tuple[int, int]]:
-    """The sentence one[a:b] (`flowed`), or where it has more than LONG_WORDS words and `text` wrote it over several
-    lines, its lines (those without a letter or digit joined to the line before)."""
-    if one.count(" ", a, b) < LONG_WORDS or not LINE_BREAK.search(text, to_raw[a], to_raw[b]):
+    """The sentence one[a:b] (`flowed`), or where it has more than LONG_WORDS words, pieces of at most LONG_WORDS:
+    its lines as `text` wrote them, the short ones together (a list of one word a line is not a sentence a word),
+    a longer line cut every LONG_WORDS words; a piece without a letter or digit joins the one before."""
+    if one.count(" ", a, b) < LONG_WORDS:
         return [(a, b)]
-    spans: list[tuple[int, int]] = []
-    start = a
-    for at in [p for p in range(a, b) if one[p] == " " and LINE_BREAK.search(text[to_raw[p] : to_raw[p + 1]])] + [b]:
-        if spans and not ALNUM.search(one, start, at):
-            spans[-1] = (spans[-1][0], at)
-        else:
-            spans.append((start, at))
-        start = at + 1
-    if len(spans) > 1 and not ALNUM.search(one, *spans[0]):
-        spans[:2] = [(spans[0][0], spans[1][1])]
-    return spans
+    spaces = [p for p in range(a, b) if one[p] == " "]
+    breaks = [i for i, p in enumerate(spaces) if LINE_BREAK.search(text, to_raw[p], to_raw[p + 1])]
+    line_words = dict(zip(breaks, [y - x for x, y in zip(breaks, [*breaks[1:], len(spaces)])]))  # the next line's
+    pieces: list[tuple[int, int]] = []
+    start, words = a, 1
+    for i, p in enumerate([*spaces, b]):  # each word's end: p is the space after it (or the end)
+        if p == b or words == LONG_WORDS or (i in line_words and words + line_words[i] > LONG_WORDS):
+            if pieces and not ALNUM.search(one, start, p):
+                pieces[-1] = (pieces[-1][0], p)
+            else:
+                pieces.append((start, p))
+            start, words = p + 1, 0
+        words += 1
+    if len(pieces) > 1 and not ALNUM.search(one, *pieces[0]):
+        pieces[:2] = [(pieces[0][0], pieces[1][1])]
+    return pieces
 
 
 def layout(text: str, lang: str, split: bool) -> Layout:
