@@ -166,13 +166,17 @@ def test_a_body_not_sent_as_json_is_told_how_to_send_it(both_paths, headers, hin
         assert r.status_code == 422 and r.json()["error"].endswith(hint), r.text
 
 
-def test_an_integer_python_cannot_read_is_said_so(both_paths):
-    body = '{"text": "A dog.", "beam": ' + "9" * 5000 + ', "api_key": "secret"}'
+@pytest.mark.parametrize("body, error", [
+    ('{"text": "A dog.", "beam": ' + "9" * 5000 + ', "api_key": "secret"}',
+     "the body holds an integer of more than 4,300 digits, more than Python reads; send a smaller one"),
+    ("[" * 4000 + "]" * 4000, "the body nests its arrays or objects too deeply to be read; send a flatter one"),
+    ('{"text": "A dog."', "the body is not valid JSON (in UTF-8)"),
+])
+def test_json_python_cannot_read_is_said_so(both_paths, body, error):
     for url in both_paths:
         r = requests.post(url + "/v1/translate", data=body.encode(), headers={"Content-Type": "application/json"},
                           timeout=30)
-        assert (r.status_code, r.json()["error"]) == (400, "the body holds an integer of more than 4,300 digits, "
-                                                           "more than Python reads; send a smaller one")
+        assert (r.status_code, r.json()["error"]) == (400, error)
 
 
 def test_a_text_in_the_target_language_says_why_it_has_one_translation(both_paths):

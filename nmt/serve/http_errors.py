@@ -85,6 +85,8 @@ async def on_http_exception(request: Any, e: Exception) -> Any:
         detail = NOT_JSON
         if isinstance(cause, ValueError) and "digits" in str(cause):  # JSON, but Python reads no integer that long
             detail = "the body holds an integer of more than 4,300 digits, more than Python reads; send a smaller one"
+        elif isinstance(cause, RecursionError):  # JSON too, nested deeper than Python's parser goes
+            detail = "the body nests its arrays or objects too deeply to be read; send a flatter one"
     return error_response(status, detail, getattr(e, "headers", None))
 
 
