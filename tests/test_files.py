@@ -268,6 +268,24 @@ def test_check_outputs_refuses_stdout_and_stderr_redirected_to_an_input(tmp_path
     assert (tmp_path / "message").read_text().startswith(f"{stream} is redirected to the input --input c.txt")
 
 
+@pytest.mark.parametrize("appends, refused", [(False, True), (True, False)])
+def test_stderr_onto_an_output_is_refused_unless_the_output_is_appended_to(tmp_path, appends, refused):
+    """`-o out.de 2>> out.de`: what nmt says is gone when the output replaces the file; a log nmt appends to
+    (serve --access-log) may take stderr too."""
+    import subprocess
+    import sys
+
+    code = ("from pathlib import Path; from nmt.core.outputs import Output, check_outputs\n"
+            "from nmt.core.errors import OutputError\n"
+            f"try: check_outputs([Output('--output', Path('o.txt'), appends={appends})], [])\n"
+            "except OutputError as e: open('message', 'w').write(str(e))\n")
+    with open(tmp_path / "o.txt", "a") as err:
+        subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=60, stderr=err)
+    assert (tmp_path / "message").exists() == refused
+    if refused:
+        assert (tmp_path / "message").read_text().startswith("stderr is redirected to the output --output o.txt")
+
+
 def test_check_outputs_refuses_stdin_read_from_an_output(tmp_path):
     import subprocess
     import sys

@@ -58,7 +58,7 @@ def command_paths(name: str, command: Any, params: Mapping[str, Any]) -> tuple[l
             if role is None:
                 inputs.append((parameter_label(param), path))
             else:
-                outputs.append(Output(parameter_label(param), path, role.folder, role.owns))
+                outputs.append(Output(parameter_label(param), path, role.folder, role.owns, role.appends))
     return outputs, inputs + roles.named(params)
 
 

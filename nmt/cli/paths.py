@@ -27,9 +27,11 @@ class Writes:
 
     folder: bool = False
     owns: Optional[Callable[[str, str], bool]] = None
+    appends: bool = False  # a file the command appends to (a log), never replaces
 
 
 FILE = Writes()
+APPENDED = Writes(appends=True)
 
 
 def run_folder_owns(relative: str, option: str) -> bool:
@@ -130,7 +132,7 @@ COMMAND_PATHS: dict[str, CommandPaths] = {
     "demo": CommandPaths({"out": Writes(True)}, prints=lambda p: True),
     "download": CommandPaths({"out": Writes(True)}, prints=lambda p: bool(p.get("list_") or p.get("verify"))),
     # appended to: never an input (a checkpoint, --api-keys, a --glossary)
-    "serve": CommandPaths({"access_log": FILE}, named=glossary_files),
+    "serve": CommandPaths({"access_log": APPENDED}, named=glossary_files),
     "export": CommandPaths({"out_dir": Writes(True)}),
     "shortlist": CommandPaths({"out": FILE}),
     "import marian": CommandPaths({"out": FILE}, named=marian_files),

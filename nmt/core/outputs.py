@@ -30,6 +30,7 @@ class Output:
     path: Path
     folder: bool = False
     owns: Optional[Callable[[str, str], bool]] = None
+    appends: bool = False  # appended to (a log), never replaced: stderr may be sent there too
 
 
 def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]], reads_stdin: bool = False) -> None:
@@ -76,6 +77,10 @@ def _check_streams(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]]
             if _fd_is(fd, path):
                 raise error(f"{stream} is redirected to the input {option} {path} (`> FILE` empties it before "
                             f"nmt starts); send {stream} to another file")
+        for out in outputs:  # `-o out.de 2>> out.de`: what is said there is gone when the output replaces the file
+            if not out.appends and _fd_is(fd, out.path):
+                raise error(f"{stream} is redirected to the output {out.option} {out.path}, which nmt writes; send "
+                            f"{stream} to another file")
     if reads_stdin:
         for out in outputs:
             if _fd_is(0, out.path):
