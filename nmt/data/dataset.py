@@ -22,7 +22,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -274,19 +274,25 @@ def prepare(
 
     with folder_lock(out):
         _remove_leftovers(out)
-        staging = out / _STAGING
-        staging.mkdir()
-        try:
-            reports = _write_store(staging, tokenizer, langs, parts, filters, threads, chunk_size, progress)
-            _swap_in(staging, out)
-        except OSError as e:
-            if e.filename is not None:  # (a file named: its own message)
-                raise
-            # a write into the store that names no file (a full disk, mostly): the folder is what to name
-            raise OutputError(f"`out` {os_error_message(e, out, 'cannot write')}") from None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)  # after an error; after success it is gone already
-    return reports
+        return _staged(out, lambda staging: _write_store(staging, tokenizer, langs, parts, filters, threads,
+                                                          chunk_size, progress))
+
+
+def _staged(out: Path, write: Callable[[Path], dict[str, SplitReport]]) -> dict[str, SplitReport]:
+    """`write` into a staging folder inside `out`, swapped in once complete; removed after an error. A write that
+    names no file (numpy's on a full disk) is said naming `out`."""
+    staging = out / _STAGING
+    staging.mkdir()
+    try:
+        reports = write(staging)
+        _swap_in(staging, out)
+        return reports
+    except OSError as e:
+        if e.filename is not None:  # (a file named: its own message)
+            raise
+        raise OutputError(f"`out` {os_error_message(e, out, 'cannot write')}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # after an error; after success it is gone already
 
 
 # ---------------------------------------------------------------------------- reading

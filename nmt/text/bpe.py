@@ -299,7 +299,19 @@ def _write_lines(path: Path, lines: Iterable[str]) -> int:
     return n
 
 
-FULL_DISK_BYTES = 1 << 20  # free bytes below which a disk counts as full (a model cut short: `train_bpe`)
+FULL_DISK_BYTES = 1 << 20  # free bytes below which a disk counts as full (a model cut short: `learnt`)
+
+
+def learnt(data: bytes, out: Path, scratch: Path) -> BpeTokenizer:
+    """The model youtokentome wrote into `scratch`, read; youtokentome says nothing when it cannot write it, so a
+    model cut short beside a full disk is an OutputError of that write (else the InputError of a corrupt model)."""
+    try:
+        return BpeTokenizer(data, str(out))
+    except InputError:
+        if shutil.disk_usage(scratch).free < FULL_DISK_BYTES:
+            raise OutputError(os_error_message(OSError(28, os.strerror(28)), out.parent,
+                                               "cannot write the model youtokentome learnt")) from None
+        raise
 
 
 def train_bpe(
@@ -357,13 +369,6 @@ def train_bpe(
                 "or `sample`"
             ) from None
         data = model_path.read_bytes()
-        try:
-            tokenizer = BpeTokenizer(data, str(out))
-        except InputError:
-            # youtokentome says nothing when it cannot write its model: a model cut short beside a full disk is that
-            if shutil.disk_usage(scratch).free < FULL_DISK_BYTES:
-                raise OutputError(os_error_message(OSError(28, os.strerror(28)), out.parent,
-                                                   "cannot write the model youtokentome learnt")) from None
-            raise
+        tokenizer = learnt(data, out, Path(scratch))
     save_trained(out, data, tokenizer.vocab_size, vocab_size, "BPE", progress)  # yttm stops when no pair is left
     return tokenizer
