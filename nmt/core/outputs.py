@@ -87,18 +87,9 @@ def _check_streams(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]]
                 raise OutputError(f"stdin is read from {out.option} {out.path}, an output of the command; "
                                   f"choose another {out.option}")
         for fd, stream, error in ((2, "stderr", StderrIsInput), (1, "stdout", OutputError)):
-            if _same_fds(0, fd):  # `< FILE > FILE` (emptied), `< FILE >> FILE` (read back, without end)
+            if _fd_is(0, fd):  # `< FILE > FILE` (emptied), `< FILE >> FILE` (read back, without end)
                 raise error(f"{stream} is redirected to the file that stdin reads ({_fd_name(0)}): nmt would "
                             f"overwrite what it reads, or read its own output back; send {stream} to another file")
-
-
-def _same_fds(fd: int, other: int) -> bool:
-    """Whether file descriptors `fd` and `other` are open on the same regular file."""
-    try:
-        mine, theirs = os.fstat(fd), os.fstat(other)
-    except OSError:  # closed
-        return False
-    return stat.S_ISREG(mine.st_mode) and (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _fd_name(fd: int) -> str:
@@ -109,10 +100,10 @@ def _fd_name(fd: int) -> str:
         return f"fd {fd}"
 
 
-def _fd_is(fd: int, path: Path) -> bool:
-    """Whether file descriptor `fd` is open on the regular file `path`."""
+def _fd_is(fd: int, path: Path | int) -> bool:
+    """Whether file descriptor `fd` is open on the regular file `path` (a path, or another file descriptor)."""
     try:
-        mine, theirs = os.fstat(fd), os.stat(path)
+        mine, theirs = os.fstat(fd), os.stat(path)  # (os.stat of a descriptor is its fstat)
     except OSError:  # closed, or no such file
         return False
     return stat.S_ISREG(mine.st_mode) and (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)

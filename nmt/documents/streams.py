@@ -13,6 +13,12 @@ from nmt.core.progress import Progress, ProgressFn, ignore
 from nmt.engines.base import Translation
 
 
+def stream_name(stream: IO[bytes]) -> str:
+    """What errors and warnings call a stream: its file's name, or stdin."""
+    name = getattr(stream, "name", "the input")
+    return "stdin" if name in (0, "<stdin>") else str(name)
+
+
 def read_chunks(stream: IO[bytes], max_lines: int = 512, progress: ProgressFn = ignore) -> Iterator[list[str]]:
     """Lines of a byte stream (plain or gzip text) in chunks of what has arrived so far (at most
     `max_lines` each), without their newline (LF or CRLF) and without a byte-order mark.
@@ -22,8 +28,7 @@ def read_chunks(stream: IO[bytes], max_lines: int = 512, progress: ProgressFn = 
     large blocks, and gzip is inflated block by block. Invalid UTF-8 is replaced (with a warning), so
     that every input line still gets its output line.
     """
-    name = getattr(stream, "name", "the input")
-    name = "stdin" if name in (0, "<stdin>") else str(name)
+    name = stream_name(stream)
     pending = b""
     line_no = 0
 
@@ -57,8 +62,7 @@ MAX_DOCUMENT = 64 << 20  # bytes of one document (`read_document`): it is held w
 def read_document(stream: IO[bytes], progress: ProgressFn = ignore) -> str:
     """The whole of a byte stream (plain or compressed) as one document, its line ends as written (CRLF too) and
     without a byte-order mark; invalid UTF-8 replaced (with a warning); InputError past MAX_DOCUMENT bytes."""
-    name = getattr(stream, "name", "the input")
-    name = "stdin" if name in (0, "<stdin>") else str(name)
+    name = stream_name(stream)
     blocks, size = [], 0
     for block in byte_blocks(stream.fileno(), name):
         size += len(block)

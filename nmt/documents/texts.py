@@ -27,15 +27,14 @@ from nmt.documents.terms import Placed, place_terms, search_terms, searched_term
 from nmt.engines.base import Engine, Translation, translate_chunks
 from nmt.engines.search import Hypothesis
 from nmt.text.glossary import Glossary
-from nmt.text.markup import Aligned, Parsed, parse_html
-from nmt.text.sentences import Split, split_sentences
+from nmt.text.markup import SPACE, Aligned, Parsed, parse_html
+from nmt.text.sentences import ALNUM, Split, split_sentences
 
 Format = Literal["text", "html"]
 FORMATS: tuple[Format, ...] = ("text", "html")
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
-HTML_SPACE = re.compile(r"[ \t\n\r\f]+")  # HTML's whitespace (a no-break space is a word's)
-HTML_WORD = re.compile(r"[^ \t\n\r\f]+")
-ALNUM = re.compile(r"[^\W_]")  # a letter or a digit: what a sentence holds
+HTML_SPACE = re.compile(f"[{SPACE}]+")  # HTML's whitespace (a no-break space is a word's)
+HTML_WORD = re.compile(f"[^{SPACE}]+")
 LONG_WORDS = 64  # words of an HTML sentence past which it is cut into pieces (`flowed`)
 NOTHING = Hypothesis([], 0.0, 0.0)
 
@@ -86,8 +85,8 @@ def respace(translation: str, n: int, runs: list[tuple[int, str]]) -> str:
 def flowed(text: str, lang: str, split: bool) -> Layout:
     """An HTML text, whose whitespace is spacing, not lines: the model is given each sentence with every run of
     HTML whitespace (and any other space between its words) as one space (a newline in a paragraph does not cut its
-    sentence); the runs between sentences
-    come back as written, and those inside one between the target words at the same share (`respace`). A sentence
+    sentence); the runs between sentences come back as written, and those inside one between the target words at
+    the same share (`respace`). A sentence
     of more than LONG_WORDS words (verse, a list or a page without a full stop) is cut into pieces (`lines_of_long`):
     as one sentence, a model would translate its first few hundred tokens only."""
     # the text with each run one space, and where each of its characters was in `text`
@@ -118,9 +117,8 @@ def flowed(text: str, lang: str, split: bool) -> Layout:
     gaps.append(text[to_raw[spans[-1][1]] :])
     spacing = []
     for a, b in spans:
-        raw = text[to_raw[a] : to_raw[b]]
-        runs = [(k + 1, m.group()) for k, m in enumerate(HTML_SPACE.finditer(raw)) if m.group() != " "]
-        spacing.append((len(HTML_SPACE.findall(raw)) + 1, runs))
+        runs = HTML_SPACE.findall(text, to_raw[a], to_raw[b])
+        spacing.append((len(runs) + 1, [(k + 1, run) for k, run in enumerate(runs) if run != " "]))
     # the model reads each sentence's words as str.split() has them: a no-break space (or another one of Unicode's)
     # between two words is a space to it too, so that the words of its alignment are those the markup counts
     return Layout([Split([" ".join(one[a:b].split()) for a, b in spans], gaps)], [], spacing)

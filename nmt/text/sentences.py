@@ -47,7 +47,7 @@ _SPACED_END = re.compile(f"{_SPACED}\\Z")
 _TRAIL = re.compile(r"\W*\Z")
 # A one-letter word and a period: an initial ("J. R. R. Tolkien", French "M. Dupont"), not a sentence's end.
 _INITIAL = re.compile(r"(?<!\w)[^\W\d_]\.\Z")
-_ALNUM = re.compile(r"[^\W_]")  # a letter or a digit: what str.isalnum() accepts
+ALNUM = re.compile(r"[^\W_]")  # a letter or a digit: what str.isalnum() accepts (and what a sentence holds)
 _TAIL = 20  # characters at the end of a sentence that hold its terminal and closers
 
 
@@ -110,7 +110,7 @@ def _other_ends() -> frozenset[str]:
 
 def _split(text: str, segment: Callable[[str], Iterable[str]]) -> Split:
     """`text` as sentences: the segmenter's pieces, mapped to offsets, then held to the rules above."""
-    if _ALNUM.search(text) is None:
+    if ALNUM.search(text) is None:
         return Split([], [text])
     if _MAY_END.search(text) is None and (text.isascii() or _other_ends().isdisjoint(text)):
         start, end = _stripped(text, 0, len(text))
@@ -201,7 +201,7 @@ def _merged(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pending = -1  # start of the letterless spans before the first sentence
     for a, b in spans:
-        wordy = _ALNUM.search(text, a, b) is not None
+        wordy = ALNUM.search(text, a, b) is not None
         if not out:
             if wordy:
                 out.append((pending if pending >= 0 else a, b))
